@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian package brigade needs to build, test and run its default jobs.
+# Idempotent: installs only what is missing; nothing comes from outside Debian's archive.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libopenblas-dev          # sgemm for matmul
+  libtoml11-dev            # config files
+  nlohmann-json3-dev       # manifests, metrics, safetensors headers
+  libcli11-dev             # command line
+  libfmt-dev               # formatting
+  zlib1g-dev               # gzip (Fashion-MNIST) and crc32 checksums
+  libgtest-dev libgmock-dev googletest
+  libbenchmark-dev
+  libgloo-dev              # collectives over TCP
+  openmpi-bin              # mpirun bootstrap test
+  fortunes                 # default text corpus: /usr/share/games/fortunes
+  dataset-fashion-mnist    # image data set: /usr/share/datasets/fashion-mnist
+  iproute2                 # network namespaces for slow-link emulation
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,6 @@
+#include <cstdio>
+
+int main() {
+  std::puts("brigade: not yet");
+  return 0;
+}

@@ -1,0 +1,54 @@
+#pragma once
+// The flat parameter space. Every parameter of a model lives in one contiguous f32 buffer;
+// gradients and optimizer state live in twin buffers of the same length. A ParamSpec names
+// one tensor, its shape, where it starts in the flat buffer, how it is initialised and how
+// it splits under tensor parallelism. Every distributed mechanism (DP buckets, ZeRO shards,
+// checkpoint shards, compression chunks) works on ranges [offset, offset + numel) of it.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace brigade {
+
+enum class Init { kZeros, kOnes, kNormal };
+
+// How a tensor is cut across tp ranks (Megatron): kDim0 splits the output features of a
+// column-parallel weight (and its bias), kDim1 the input features of a row-parallel weight.
+enum class TpSplit { kReplicated, kDim0, kDim1 };
+
+struct ParamSpec {
+  std::string name;             // GPT-2 naming: "h.3.attn.c_attn.weight"
+  std::vector<int64_t> shape;   // row-major; weights are (out_features, in_features)
+  int64_t offset = 0;           // first element in the flat buffer
+  int64_t numel = 0;
+  Init init = Init::kNormal;
+  float init_std = 0.02f;       // for Init::kNormal
+  bool weight_decay = true;     // AdamW decays matrices, not biases or norm gains
+  TpSplit tp_split = TpSplit::kReplicated;
+};
+
+// An ordered table of ParamSpecs. Parameters are laid out in the order they are added,
+// which models choose to be forward order, so backward finishes ranges from the end.
+class ParamLayout {
+ public:
+  // Appends a tensor and returns its offset. Names must be unique.
+  int64_t add(ParamSpec spec);
+
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  int64_t total() const { return total_; }
+  const ParamSpec& at(const std::string& name) const;  // throws std::out_of_range
+  const ParamSpec* find(const std::string& name) const;
+
+  // Writes the initial value of every parameter into params (length total()). Values depend
+  // only on (seed, name, element index), never on the layout of other tensors.
+  void initialize(float* params, uint64_t seed) const;
+
+ private:
+  std::vector<ParamSpec> specs_;
+  int64_t total_ = 0;
+};
+
+std::string shape_string(const std::vector<int64_t>& shape);  // "(768, 2304)"
+
+}  // namespace brigade
