@@ -1,6 +1,34 @@
+// brigade: distributed training of neural networks. Subcommands in cli/*_command.cc.
 #include <cstdio>
+#include <map>
+#include <string>
 
-int main() {
-  std::puts("brigade: not yet");
-  return 0;
+#include "brigade/base/error.h"
+#include "brigade/cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"brigade: distributed training of neural networks"};
+  app.require_subcommand(1);
+  std::map<std::string, brigade::cli::Command> commands = {
+      {"train", brigade::cli::add_train(app)},
+      {"check-config", brigade::cli::add_check_config(app)},
+      {"generate", brigade::cli::add_generate(app)},
+      {"tokenize", brigade::cli::add_tokenize(app)},
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : brigade::kExitConfig;
+  }
+  try {
+    for (auto* sub : app.get_subcommands()) return commands.at(sub->get_name())();
+  } catch (const brigade::Error& e) {
+    std::fprintf(stderr, "brigade: error: %s\n", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "brigade: internal error: %s\n", e.what());
+    return brigade::kExitFailure;
+  }
+  return brigade::kExitFailure;
 }

@@ -1,0 +1,17 @@
+#pragma once
+// The subcommands of the `brigade` binary. Each add_* registers its options on the app and
+// returns the function that runs it (called after parsing succeeded); the function returns
+// the process exit code and lets brigade::Error propagate to main, which prints it.
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace brigade::cli {
+
+using Command = std::function<int()>;
+
+Command add_train(CLI::App& app);
+Command add_check_config(CLI::App& app);
+Command add_generate(CLI::App& app);
+Command add_tokenize(CLI::App& app);
+
+}  // namespace brigade::cli

@@ -1,0 +1,47 @@
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "brigade/cli/commands.h"
+#include "brigade/runtime/config.h"
+#include "brigade/train/trainer.h"
+
+namespace brigade::cli {
+
+namespace {
+struct ConfigArgs {
+  std::string path;
+  std::vector<std::string> overrides;
+};
+
+void add_config_args(CLI::App* sub, ConfigArgs& args) {
+  sub->add_option("config", args.path, "TOML config file (see configs/)")->required();
+  sub->add_option("--set", args.overrides, "override a config value: section.key=value")
+      ->allow_extra_args(false);
+}
+}  // namespace
+
+Command add_train(CLI::App& app) {
+  auto args = std::make_shared<ConfigArgs>();
+  auto* sub = app.add_subcommand("train", "train a model from a config");
+  add_config_args(sub, *args);
+  return [args]() {
+    Config config = load_config(args->path, args->overrides);
+    config.validate();
+    return train(config);
+  };
+}
+
+Command add_check_config(CLI::App& app) {
+  auto args = std::make_shared<ConfigArgs>();
+  auto* sub = app.add_subcommand("check-config", "validate a config and print it resolved");
+  add_config_args(sub, *args);
+  return [args]() {
+    Config config = load_config(args->path, args->overrides);
+    config.validate();
+    std::fputs(config.to_toml().c_str(), stdout);
+    return 0;
+  };
+}
+
+}  // namespace brigade::cli

@@ -1,0 +1,32 @@
+#include "brigade/monitor/log.h"
+
+#include "brigade/base/error.h"
+
+namespace brigade {
+
+Log::Log(int rank, const std::string& path) : rank_(rank) {
+  if (!path.empty()) open_file(path);
+}
+
+Log::~Log() {
+  if (file_) std::fclose(file_);
+}
+
+void Log::open_file(const std::string& path) {
+  if (file_) std::fclose(file_);
+  file_ = std::fopen(path.c_str(), "a");
+  if (!file_) throw IoError("cannot open log file " + path);
+}
+
+void Log::line(const std::string& text) {
+  std::fprintf(stderr, "[rank %d] %s\n", rank_, text.c_str());
+  file_only(text);
+}
+
+void Log::file_only(const std::string& text) {
+  if (!file_) return;
+  std::fprintf(file_, "[rank %d] %s\n", rank_, text.c_str());
+  std::fflush(file_);
+}
+
+}  // namespace brigade

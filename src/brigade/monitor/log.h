@@ -1,0 +1,34 @@
+#pragma once
+// One line per event, prefixed with the rank, written to stderr and to the run's log file.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <string>
+
+namespace brigade {
+
+class Log {
+ public:
+  // Opens (appends to) path; an empty path logs to stderr only.
+  explicit Log(int rank = 0, const std::string& path = "");
+  ~Log();
+  Log(const Log&) = delete;
+  Log& operator=(const Log&) = delete;
+
+  void open_file(const std::string& path);
+  int rank() const { return rank_; }
+
+  void line(const std::string& text);  // "[rank r] text"
+  template <typename... Args>
+  void info(fmt::format_string<Args...> f, Args&&... args) {
+    line(fmt::format(f, std::forward<Args>(args)...));
+  }
+  // Writes only to the file (the terminal shows a progress line instead).
+  void file_only(const std::string& text);
+
+ private:
+  int rank_;
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace brigade

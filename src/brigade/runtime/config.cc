@@ -1,0 +1,240 @@
+#include "brigade/runtime/config.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <toml.hpp>
+#include <variant>
+
+#include "brigade/base/error.h"
+
+namespace brigade {
+
+namespace {
+
+using FieldTarget =
+    std::variant<int64_t*, double*, std::string*, bool*, std::vector<int64_t>*>;
+
+struct Field {
+  const char* section;
+  const char* key;
+  FieldTarget target;
+};
+
+// The schema: every configurable field, once. Parsing, unknown-key detection and the
+// resolved TOML output all walk this table.
+std::vector<Field> fields(Config& c) {
+  return {
+      {"run", "name", &c.run.name},
+      {"run", "out_dir", &c.run.out_dir},
+      {"run", "seed", &c.run.seed},
+      {"run", "resume", &c.run.resume},
+      {"run", "stop_after", &c.run.stop_after},
+      {"model", "kind", &c.model.kind},
+      {"model", "vocab", &c.model.vocab},
+      {"model", "seq_len", &c.model.seq_len},
+      {"model", "d_model", &c.model.d_model},
+      {"model", "n_layer", &c.model.n_layer},
+      {"model", "n_head", &c.model.n_head},
+      {"model", "hidden", &c.model.hidden},
+      {"data", "source", &c.data.source},
+      {"data", "path", &c.data.path},
+      {"data", "tokenizer", &c.data.tokenizer},
+      {"data", "seq_len", &c.data.seq_len},
+      {"data", "val_fraction", &c.data.val_fraction},
+      {"train", "micro_batch", &c.train.micro_batch},
+      {"train", "grad_accum", &c.train.grad_accum},
+      {"train", "steps", &c.train.steps},
+      {"train", "optimizer", &c.train.optimizer},
+      {"train", "lr", &c.train.lr},
+      {"train", "min_lr", &c.train.min_lr},
+      {"train", "warmup", &c.train.warmup},
+      {"train", "weight_decay", &c.train.weight_decay},
+      {"train", "beta1", &c.train.beta1},
+      {"train", "beta2", &c.train.beta2},
+      {"train", "eps", &c.train.eps},
+      {"train", "momentum", &c.train.momentum},
+      {"train", "nesterov", &c.train.nesterov},
+      {"train", "grad_clip", &c.train.grad_clip},
+      {"train", "eval_every", &c.train.eval_every},
+      {"train", "eval_batches", &c.train.eval_batches},
+      {"train", "ckpt_every", &c.train.ckpt_every},
+      {"train", "keep_checkpoints", &c.train.keep_checkpoints},
+      {"train", "log_every", &c.train.log_every},
+      {"train", "blas_threads", &c.train.blas_threads},
+      {"train", "on_nonfinite", &c.train.on_nonfinite},
+  };
+}
+
+std::string render(const toml::value& v) {
+  std::ostringstream os;
+  os << v;
+  std::string s = os.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+[[noreturn]] void type_error(const Field& f, const toml::value& v, const std::string& origin,
+                             const char* expected) {
+  throw ConfigError(fmt::format("{}.{} = {} in {}: expected {}", f.section, f.key, render(v),
+                                origin, expected));
+}
+
+void assign(const Field& f, const toml::value& v, const std::string& origin) {
+  std::visit(
+      [&](auto* target) {
+        using T = std::remove_pointer_t<decltype(target)>;
+        if constexpr (std::is_same_v<T, int64_t>) {
+          if (!v.is_integer()) type_error(f, v, origin, "an integer");
+          *target = v.as_integer();
+        } else if constexpr (std::is_same_v<T, double>) {
+          if (v.is_integer()) {
+            *target = static_cast<double>(v.as_integer());
+          } else if (v.is_floating()) {
+            *target = v.as_floating();
+          } else {
+            type_error(f, v, origin, "a number");
+          }
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          if (!v.is_string()) type_error(f, v, origin, "a string");
+          *target = v.as_string().str;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (!v.is_boolean()) type_error(f, v, origin, "true or false");
+          *target = v.as_boolean();
+        } else {
+          if (!v.is_array()) type_error(f, v, origin, "an array of integers");
+          target->clear();
+          for (const auto& e : v.as_array()) {
+            if (!e.is_integer()) type_error(f, v, origin, "an array of integers");
+            target->push_back(e.as_integer());
+          }
+        }
+      },
+      f.target);
+}
+
+// "a.b=c" -> root[a][b] = c, c in TOML syntax or else a bare string.
+void apply_override(toml::value& root, const std::string& assignment) {
+  auto eq = assignment.find('=');
+  auto dot = assignment.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq) {
+    throw ConfigError(fmt::format(
+        "--set {}: expected section.key=value (for example --set train.lr=3e-4)", assignment));
+  }
+  std::string section = assignment.substr(0, dot);
+  std::string key = assignment.substr(dot + 1, eq - dot - 1);
+  std::string text = assignment.substr(eq + 1);
+  toml::value value;
+  try {
+    std::istringstream is("v = " + text);
+    value = toml::parse(is, "--set").at("v");
+  } catch (const std::exception&) {
+    value = toml::value(text);
+  }
+  if (!root.is_table()) root = toml::table{};
+  auto& table = root.as_table();
+  if (!table.count(section)) table[section] = toml::table{};
+  if (!table[section].is_table()) {
+    throw ConfigError(fmt::format("--set {}: [{}] is not a section", assignment, section));
+  }
+  table[section].as_table()[key] = value;
+}
+
+std::string known_keys(Config& c, const std::string& section) {
+  std::string out;
+  for (const auto& f : fields(c)) {
+    if (section != f.section) continue;
+    if (!out.empty()) out += ", ";
+    out += f.key;
+  }
+  return out;
+}
+
+std::string toml_scalar(const FieldTarget& target) {
+  return std::visit(
+      [](auto* v) -> std::string {
+        using T = std::remove_pointer_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, int64_t>) {
+          return std::to_string(*v);
+        } else if constexpr (std::is_same_v<T, double>) {
+          std::string s = fmt::format("{}", *v);  // shortest round-trip form
+          if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+          return s;
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          return render(toml::value(*v));
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return *v ? "true" : "false";
+        } else {
+          std::string s = "[";
+          for (size_t i = 0; i < v->size(); ++i) s += (i ? ", " : "") + std::to_string((*v)[i]);
+          return s + "]";
+        }
+      },
+      target);
+}
+
+}  // namespace
+
+Config parse_config(const std::string& toml_text, const std::string& origin,
+                    const std::vector<std::string>& overrides) {
+  toml::value root;
+  try {
+    std::istringstream is(toml_text);
+    root = toml::parse(is, origin);
+  } catch (const toml::syntax_error& e) {
+    throw ConfigError(fmt::format("{}: TOML syntax error: {}", origin, e.what()));
+  }
+  for (const auto& o : overrides) apply_override(root, o);
+
+  Config config;
+  auto schema = fields(config);
+  for (const auto& [section, table] : root.as_table()) {
+    if (!table.is_table()) {
+      throw ConfigError(fmt::format("{}: '{}' must be a section [{}]", origin, section, section));
+    }
+    bool known_section = false;
+    for (const auto& f : schema) known_section |= (section == f.section);
+    if (!known_section) {
+      throw ConfigError(fmt::format("{}: unknown section [{}] (allowed: run, model, data, train)",
+                                    origin, section));
+    }
+    for (const auto& [key, value] : table.as_table()) {
+      const Field* field = nullptr;
+      for (const auto& f : schema)
+        if (section == f.section && key == f.key) field = &f;
+      if (!field) {
+        throw ConfigError(fmt::format("{}: unknown key {}.{} (allowed in [{}]: {})", origin,
+                                      section, key, section, known_keys(config, section)));
+      }
+      assign(*field, value, origin);
+    }
+  }
+  return config;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(fmt::format("config file not found or unreadable: {}", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse_config(buffer.str(), path, overrides);
+}
+
+std::string Config::to_toml() const {
+  Config copy = *this;
+  std::string out;
+  std::string section;
+  for (const auto& f : fields(copy)) {
+    if (section != f.section) {
+      section = f.section;
+      out += (out.empty() ? "[" : "\n[") + section + "]\n";
+    }
+    out += fmt::format("{} = {}\n", f.key, toml_scalar(f.target));
+  }
+  return out;
+}
+
+}  // namespace brigade

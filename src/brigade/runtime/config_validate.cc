@@ -1,0 +1,109 @@
+// Config::validate(): every range and cross-field rule, checked before any work starts.
+// Each message names the key, the value and what is allowed.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <initializer_list>
+#include <string>
+
+#include "brigade/base/error.h"
+#include "brigade/runtime/config.h"
+
+namespace brigade {
+
+namespace {
+
+template <typename T>
+void require(bool ok, const char* key, const T& value, const std::string& allowed) {
+  if (!ok) throw ConfigError(fmt::format("{} = {}: {}", key, value, allowed));
+}
+
+void require_one_of(const std::string& value, const char* key,
+                    std::initializer_list<const char*> allowed) {
+  std::string list;
+  for (const char* a : allowed) {
+    if (value == a) return;
+    list += (list.empty() ? "" : ", ") + fmt::format("\"{}\"", a);
+  }
+  throw ConfigError(fmt::format("{} = \"{}\": allowed values are {}", key, value, list));
+}
+
+void require_range(int64_t value, const char* key, int64_t lo, int64_t hi) {
+  require(value >= lo && value <= hi, key, value, fmt::format("must be in [{}, {}]", lo, hi));
+}
+
+void require_real(double value, const char* key, double lo, double hi, bool lo_open) {
+  bool ok = std::isfinite(value) && (lo_open ? value > lo : value >= lo) && value <= hi;
+  require(ok, key, value, fmt::format("must be in {}{}, {}]", lo_open ? "(" : "[", lo, hi));
+}
+
+bool valid_name(const std::string& s) {
+  if (s.empty() || s == "." || s == "..") return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
+      return false;
+  return true;
+}
+
+}  // namespace
+
+void Config::validate() const {
+  require(valid_name(run.name), "run.name", fmt::format("\"{}\"", run.name),
+          "must be a non-empty folder name of letters, digits, '-', '_' and '.'");
+  require(!run.out_dir.empty(), "run.out_dir", "\"\"", "must name a folder");
+  require_range(run.seed, "run.seed", 0, INT64_MAX);
+  require_one_of(run.resume, "run.resume", {"auto", "never"});
+  require_range(run.stop_after, "run.stop_after", 0, INT64_MAX);
+
+  require_one_of(model.kind, "model.kind", {"gpt", "mlp"});
+  if (model.kind == "gpt") {
+    require_one_of(data.source, "data.source", {"fortunes", "text", "shards"});
+    require_one_of(data.tokenizer, "data.tokenizer", {"byte", "bpe"});
+    if (data.tokenizer == "byte") {
+      require_range(model.vocab, "model.vocab", 256, 1 << 20);
+    } else {
+      require_range(model.vocab, "model.vocab", 257, 65536);
+    }
+    require_range(model.seq_len, "model.seq_len", 1, 16384);
+    require_range(model.d_model, "model.d_model", 1, 65536);
+    require_range(model.n_layer, "model.n_layer", 1, 1024);
+    require_range(model.n_head, "model.n_head", 1, model.d_model);
+    if (model.d_model % model.n_head != 0) {
+      throw ConfigError(fmt::format("model.n_head = {}: must divide model.d_model = {}",
+                                    model.n_head, model.d_model));
+    }
+    if (data.seq_len > model.seq_len) {
+      throw ConfigError(fmt::format("data.seq_len = {}: must be at most model.seq_len = {}",
+                                    data.seq_len, model.seq_len));
+    }
+    require_range(data.seq_len, "data.seq_len", 0, model.seq_len);
+  } else {
+    require_one_of(data.source, "data.source", {"fashion_mnist"});
+    require(!model.hidden.empty(), "model.hidden", "[]", "needs at least one hidden layer");
+    for (int64_t h : model.hidden) require_range(h, "model.hidden[i]", 1, 1 << 20);
+  }
+  require_real(data.val_fraction, "data.val_fraction", 0.0, 0.5, true);
+
+  require_range(train.micro_batch, "train.micro_batch", 1, 1 << 20);
+  require_range(train.grad_accum, "train.grad_accum", 1, 1 << 20);
+  require_range(train.steps, "train.steps", 1, INT64_MAX / 2);
+  require_one_of(train.optimizer, "train.optimizer", {"adamw", "sgd"});
+  require_real(train.lr, "train.lr", 0.0, 1e3, true);
+  require_real(train.min_lr, "train.min_lr", 0.0, train.lr, false);
+  require_range(train.warmup, "train.warmup", 0, train.steps);
+  require_real(train.weight_decay, "train.weight_decay", 0.0, 1e3, false);
+  require_real(train.beta1, "train.beta1", 0.0, 0.999999, false);
+  require_real(train.beta2, "train.beta2", 0.0, 0.999999999, false);
+  require_real(train.eps, "train.eps", 0.0, 1.0, true);
+  require_real(train.momentum, "train.momentum", 0.0, 0.999999, false);
+  require_real(train.grad_clip, "train.grad_clip", 0.0, 1e9, false);
+  require_range(train.eval_every, "train.eval_every", 0, INT64_MAX);
+  require_range(train.eval_batches, "train.eval_batches", 1, 1 << 20);
+  require_range(train.ckpt_every, "train.ckpt_every", 0, INT64_MAX);
+  require_range(train.keep_checkpoints, "train.keep_checkpoints", 1, 1000);
+  require_range(train.log_every, "train.log_every", 1, INT64_MAX);
+  require_range(train.blas_threads, "train.blas_threads", 1, 256);
+  require_one_of(train.on_nonfinite, "train.on_nonfinite", {"stop", "skip"});
+}
+
+}  // namespace brigade

@@ -1,0 +1,94 @@
+#include "brigade/runtime/run_folder.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+
+#include "brigade/ckpt/file_io.h"
+
+namespace brigade {
+
+namespace {
+
+// First line printed by a shell command, or "" (used only for provenance: best effort).
+std::string command_output(const std::string& command) {
+  std::string out;
+  if (std::FILE* pipe = popen(command.c_str(), "r")) {
+    std::array<char, 256> buf{};
+    while (std::fgets(buf.data(), buf.size(), pipe)) out += buf.data();
+    pclose(pipe);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::array<char, 32> buf{};
+  std::strftime(buf.data(), buf.size(), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf.data();
+}
+
+}  // namespace
+
+RunFolder run_folder_of(const Config& config) {
+  return RunFolder{config.run.out_dir + "/" + config.run.name};
+}
+
+RunFolder create_run_folder(const Config& config) {
+  RunFolder folder = run_folder_of(config);
+  make_dirs(folder.checkpoints());
+  write_file_durable(folder.config_path(), config.to_toml());
+  return folder;
+}
+
+nlohmann::json provenance(const Config& config, const std::vector<std::string>& data_files) {
+  const std::string src = BRIGADE_SOURCE_DIR;
+  std::string commit = command_output("git -C '" + src + "' rev-parse HEAD 2>/dev/null");
+  std::string dirty = command_output("git -C '" + src + "' status --porcelain 2>/dev/null | head -1");
+  nlohmann::json data = nlohmann::json::array();
+  for (const auto& path : data_files) {
+    FileDigest d = digest_file(path);
+    data.push_back({{"path", path}, {"bytes", d.bytes}, {"crc32", fmt::format("{:08x}", d.crc32)}});
+  }
+  std::array<char, 256> host{};
+  gethostname(host.data(), host.size() - 1);
+  std::string resolved = config.to_toml();
+  return {
+      {"brigade_version", "0.1.0"},
+      {"git_commit", commit.empty() ? "unknown" : commit},
+      {"git_dirty", !dirty.empty()},
+      {"config_crc32", fmt::format("{:08x}", crc32_of(resolved))},
+      {"data_files", data},
+      {"cpu", cpu_model()},
+      {"cores", sysconf(_SC_NPROCESSORS_ONLN)},
+      {"build_type", BRIGADE_BUILD_TYPE},
+      {"host", host.data()},
+      {"started_utc", utc_now()},
+  };
+}
+
+void write_run_manifest(const RunFolder& folder, const nlohmann::json& manifest) {
+  std::string tmp = folder.manifest_path() + ".tmp";
+  write_file_durable(tmp, manifest.dump(2) + "\n");
+  rename_atomic(tmp, folder.manifest_path());
+}
+
+}  // namespace brigade

@@ -1,0 +1,36 @@
+#pragma once
+// A run is a folder: <out_dir>/<name>/ holds the resolved config (config.toml), the
+// provenance manifest (manifest.json), metrics.jsonl, the log (train.log), any tokenizer
+// the run trained, and checkpoints/. Nothing a run produces lives elsewhere.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "brigade/runtime/config.h"
+
+namespace brigade {
+
+struct RunFolder {
+  std::string root;
+  std::string config_path() const { return root + "/config.toml"; }
+  std::string manifest_path() const { return root + "/manifest.json"; }
+  std::string metrics_path() const { return root + "/metrics.jsonl"; }
+  std::string log_path() const { return root + "/train.log"; }
+  std::string checkpoints() const { return root + "/checkpoints"; }
+  std::string tokenizer_path() const { return root + "/tokenizer.bpe"; }
+};
+
+// The folder of a config's run (not created).
+RunFolder run_folder_of(const Config& config);
+
+// Creates the folder and writes the resolved config. Throws IoError.
+RunFolder create_run_folder(const Config& config);
+
+// Where the run came from: git commit (and whether the tree was dirty), the hash of the
+// resolved config, size + CRC-32 of every data file, CPU model, build type, host, time.
+nlohmann::json provenance(const Config& config, const std::vector<std::string>& data_files);
+
+// Writes manifest.json atomically.
+void write_run_manifest(const RunFolder& folder, const nlohmann::json& manifest);
+
+}  // namespace brigade

@@ -1,0 +1,12 @@
+#pragma once
+#include "brigade/runtime/config.h"
+
+namespace brigade {
+
+// Runs the training job that a validated config describes, in its run folder: resumes from
+// the run's latest valid checkpoint (run.resume = "auto"), trains, evaluates and checkpoints
+// on schedule, and ends with a validation pass and a final checkpoint. Returns the exit code;
+// throws brigade::Error for failures of the environment (the CLI prints them).
+int train(const Config& config);
+
+}  // namespace brigade

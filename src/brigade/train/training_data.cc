@@ -1,0 +1,149 @@
+#include "brigade/train/training_data.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <array>
+#include <cmath>
+
+#include "brigade/base/error.h"
+#include "brigade/data/bpe.h"
+#include "brigade/data/byte_tokenizer.h"
+#include "brigade/data/idx_reader.h"
+#include "brigade/data/text_corpus.h"
+#include "brigade/data/token_shard.h"
+
+namespace brigade {
+
+namespace {
+
+bool file_exists(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+TrainingData load_images(const Config& config) {
+  std::string dir = config.data.path.empty() ? kDefaultFashionMnistDir : config.data.path;
+  TrainingData data;
+  ImageSet train = load_fashion_mnist(dir, "train");
+  ImageSet val = load_fashion_mnist(dir, "t10k");
+  data.summary = fmt::format("fashion-mnist from {}: {} train, {} validation images", dir,
+                             train.count, val.count);
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
+    data.source_files.push_back(dir + "/" + f);
+  }
+  data.train = std::make_unique<ImageDataset>(std::move(train));
+  data.val = std::make_unique<ImageDataset>(std::move(val));
+  return data;
+}
+
+// A folder written by `brigade tokenize`: token shards plus the tokenizer that made them.
+TrainingData load_shards(const Config& config) {
+  if (config.data.path.empty()) {
+    throw ConfigError("data.path = \"\": data.source = \"shards\" needs the folder written by "
+                      "`brigade tokenize`");
+  }
+  const std::string& dir = config.data.path;
+  TrainingData data;
+  std::string merges = dir + "/" + kTokenizerFile;
+  if (file_exists(merges)) {
+    data.tokenizer = std::make_unique<BpeTokenizer>(BpeTokenizer::load(merges));
+    data.tokenizer_file = merges;
+    data.source_files.push_back(merges);
+  } else {
+    data.tokenizer = std::make_unique<ByteTokenizer>();
+  }
+  TokenShardInfo train_info, val_info;
+  std::vector<int32_t> train = read_token_shard(dir + "/" + kTrainShardFile, &train_info);
+  std::vector<int32_t> val = read_token_shard(dir + "/" + kValShardFile, &val_info);
+  data.source_files.push_back(dir + "/" + kTrainShardFile);
+  data.source_files.push_back(dir + "/" + kValShardFile);
+  for (const auto* info : {&train_info, &val_info}) {
+    if (static_cast<int64_t>(info->vocab_size) > config.model.vocab) {
+      throw ConfigError(fmt::format("model.vocab = {}: the shards in {} use a vocabulary of {}",
+                                    config.model.vocab, dir, info->vocab_size));
+    }
+  }
+  std::string train_text = data.tokenizer->decode(train);
+  std::string val_text = data.tokenizer->decode(val);
+  data.val_bytes_per_token = static_cast<double>(val_text.size()) / static_cast<double>(val.size());
+  data.unigram_bits_per_byte = unigram_bits_per_byte(train_text, val_text);
+  data.summary = fmt::format("shards in {}: {} train tokens, {} validation tokens; unigram "
+                             "baseline {:.3f} bits/byte",
+                             dir, train.size(), val.size(), data.unigram_bits_per_byte);
+  const int64_t T = config.context();
+  data.train = std::make_unique<TokenDataset>(std::move(train), T);
+  data.val = std::make_unique<TokenDataset>(std::move(val), T);
+  return data;
+}
+
+}  // namespace
+
+double unigram_bits_per_byte(const std::string& train_text, const std::string& eval_text) {
+  std::array<double, 256> counts{};
+  counts.fill(1.0);
+  for (unsigned char c : train_text) counts[c] += 1.0;
+  double total = static_cast<double>(train_text.size()) + 256.0;
+  double bits = 0;
+  for (unsigned char c : eval_text) bits -= std::log2(counts[c] / total);
+  return eval_text.empty() ? 0.0 : bits / static_cast<double>(eval_text.size());
+}
+
+TrainingData load_training_data(const Config& config, const RunFolder& folder) {
+  if (config.data.source == "fashion_mnist") return load_images(config);
+  if (config.data.source == "shards") return load_shards(config);
+
+  TextSplits splits;
+  if (config.data.source == "fortunes") {
+    splits = load_fortunes(config.data.path.empty() ? kDefaultFortunesDir : config.data.path,
+                           config.data.val_fraction);
+  } else {
+    if (config.data.path.empty()) {
+      throw ConfigError("data.path = \"\": data.source = \"text\" needs the path of a text file");
+    }
+    splits = load_text_file(config.data.path, config.data.val_fraction);
+  }
+
+  TrainingData data;
+  for (const auto& s : splits.sources) data.source_files.push_back(s.path);
+  if (config.data.tokenizer == "bpe") {
+    data.tokenizer_file = folder.tokenizer_path();
+    if (file_exists(data.tokenizer_file)) {
+      data.tokenizer = std::make_unique<BpeTokenizer>(BpeTokenizer::load(data.tokenizer_file));
+    } else {
+      auto bpe = BpeTokenizer::train(splits.train, static_cast<int32_t>(config.model.vocab));
+      bpe.save(data.tokenizer_file);
+      data.tokenizer = std::make_unique<BpeTokenizer>(std::move(bpe));
+    }
+  } else {
+    data.tokenizer = std::make_unique<ByteTokenizer>();
+  }
+  if (data.tokenizer->vocab_size() > config.model.vocab) {
+    throw ConfigError(fmt::format("model.vocab = {}: the tokenizer needs {}", config.model.vocab,
+                                  data.tokenizer->vocab_size()));
+  }
+
+  std::vector<int32_t> train_tokens = data.tokenizer->encode(splits.train);
+  std::vector<int32_t> val_tokens = data.tokenizer->encode(splits.val);
+  const int64_t T = config.context();
+  if (static_cast<int64_t>(val_tokens.size()) < T + 1) {
+    throw ConfigError(fmt::format(
+        "data.val_fraction = {}: the validation split has {} tokens, fewer than one sequence "
+        "of data.seq_len + 1 = {}",
+        config.data.val_fraction, val_tokens.size(), T + 1));
+  }
+  data.val_bytes_per_token =
+      static_cast<double>(splits.val.size()) / static_cast<double>(val_tokens.size());
+  data.unigram_bits_per_byte = unigram_bits_per_byte(splits.train, splits.val);
+  data.summary = fmt::format(
+      "{} documents: {} train ({} bytes, {} tokens), {} validation ({} bytes, {} tokens); "
+      "unigram baseline {:.3f} bits/byte",
+      config.data.source, splits.train_docs, splits.train.size(), train_tokens.size(),
+      splits.val_docs, splits.val.size(), val_tokens.size(), data.unigram_bits_per_byte);
+  data.train = std::make_unique<TokenDataset>(std::move(train_tokens), T);
+  data.val = std::make_unique<TokenDataset>(std::move(val_tokens), T);
+  return data;
+}
+
+}  // namespace brigade

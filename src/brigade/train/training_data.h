@@ -1,0 +1,43 @@
+#pragma once
+// Turns a config's [data] section into the train and validation datasets of a run.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "brigade/data/loader.h"
+#include "brigade/data/tokenizer.h"
+#include "brigade/runtime/config.h"
+#include "brigade/runtime/run_folder.h"
+
+namespace brigade {
+
+// The files of a tokenized corpus folder, as `brigade tokenize` writes it and
+// data.source = "shards" reads it.
+inline constexpr const char* kTrainShardFile = "train.bin";
+inline constexpr const char* kValShardFile = "val.bin";
+inline constexpr const char* kTokenizerFile = "tokenizer.bpe";  // absent for byte tokens
+
+struct TrainingData {
+  std::unique_ptr<Dataset> train;
+  std::unique_ptr<Dataset> val;
+  std::unique_ptr<Tokenizer> tokenizer;  // null for image data
+  std::string tokenizer_file;            // BPE merges saved in the run folder, or ""
+  std::vector<std::string> source_files; // every file read, for the provenance manifest
+  // Text only: bytes per token on the validation split, and the cross-entropy in bits per
+  // byte of the validation split under the train split's byte frequencies (the unigram
+  // baseline a language model has to beat).
+  double val_bytes_per_token = 1.0;
+  double unigram_bits_per_byte = 0.0;
+  std::string summary;  // one line for the log
+};
+
+// Loads the corpus (or image set), splits it, trains the BPE tokenizer on the train split
+// (or reloads the one already in the run folder, so a resumed run tokenizes identically)
+// and builds the datasets. Throws IoError / ConfigError naming the path or key.
+TrainingData load_training_data(const Config& config, const RunFolder& folder);
+
+// Unigram baseline: -sum log2 p_train(byte) over the bytes of eval_text, per byte, with
+// add-one smoothing of the train counts.
+double unigram_bits_per_byte(const std::string& train_text, const std::string& eval_text);
+
+}  // namespace brigade

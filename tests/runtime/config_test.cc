@@ -1,0 +1,115 @@
+#include "brigade/runtime/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "brigade/base/error.h"
+
+namespace brigade {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  try {
+    Config c = parse_config(text, "test.toml", overrides);
+    c.validate();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, DefaultsAreValid) { EXPECT_EQ(error_of(""), ""); }
+
+TEST(Config, ReadsEveryKindOfValue) {
+  Config c = parse_config(
+      "[run]\nname = \"x\"\n[model]\nhidden = [10, 20]\nd_model = 64\n"
+      "[train]\nlr = 3e-4\nnesterov = true\nwarmup = 0\n",
+      "t");
+  EXPECT_EQ(c.run.name, "x");
+  EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{10, 20}));
+  EXPECT_EQ(c.model.d_model, 64);
+  EXPECT_DOUBLE_EQ(c.train.lr, 3e-4);
+  EXPECT_TRUE(c.train.nesterov);
+}
+
+TEST(Config, IntegerIsAcceptedForAReal) {
+  EXPECT_DOUBLE_EQ(parse_config("[train]\nlr = 1\n", "t").train.lr, 1.0);
+}
+
+TEST(Config, UnknownKeyNamesKeyAndAllowedKeys) {
+  std::string e = error_of("[train]\nlrr = 0.1\n");
+  EXPECT_THAT(e, HasSubstr("train.lrr"));
+  EXPECT_THAT(e, HasSubstr("micro_batch"));
+}
+
+TEST(Config, UnknownSection) { EXPECT_THAT(error_of("[trian]\nlr = 1\n"), HasSubstr("[trian]")); }
+
+TEST(Config, WrongTypeNamesKeyAndValue) {
+  std::string e = error_of("[train]\nsteps = \"many\"\n");
+  EXPECT_THAT(e, HasSubstr("train.steps"));
+  EXPECT_THAT(e, HasSubstr("many"));
+  EXPECT_THAT(e, HasSubstr("integer"));
+}
+
+TEST(Config, SyntaxErrorIsAConfigError) {
+  EXPECT_THAT(error_of("[train\nsteps = 1\n"), HasSubstr("test.toml"));
+}
+
+TEST(Config, HeadsMustDivideWidth) {
+  std::string e = error_of("[model]\nd_model = 128\nn_head = 3\n");
+  EXPECT_THAT(e, HasSubstr("model.n_head = 3"));
+  EXPECT_THAT(e, HasSubstr("128"));
+}
+
+TEST(Config, ContextAboveModelIsRejected) {
+  std::string e = error_of("[model]\nseq_len = 64\n[data]\nseq_len = 65\n");
+  EXPECT_THAT(e, HasSubstr("data.seq_len = 65"));
+  EXPECT_THAT(e, HasSubstr("64"));
+}
+
+TEST(Config, EnumListsAllowedValues) {
+  std::string e = error_of("[train]\noptimizer = \"lion\"\n");
+  EXPECT_THAT(e, HasSubstr("train.optimizer"));
+  EXPECT_THAT(e, HasSubstr("\"adamw\""));
+  EXPECT_THAT(e, HasSubstr("\"sgd\""));
+}
+
+TEST(Config, RangesAreChecked) {
+  EXPECT_THAT(error_of("[train]\nlr = -1.0\n"), HasSubstr("train.lr"));
+  EXPECT_THAT(error_of("[train]\nmicro_batch = 0\n"), HasSubstr("train.micro_batch"));
+  EXPECT_THAT(error_of("[train]\nsteps = 10\nwarmup = 11\n"), HasSubstr("train.warmup"));
+  EXPECT_THAT(error_of("[run]\nname = \"a/b\"\n"), HasSubstr("run.name"));
+  EXPECT_THAT(error_of("[data]\nval_fraction = 0.0\n"), HasSubstr("data.val_fraction"));
+}
+
+TEST(Config, OverridesApplyAndAreValidated) {
+  Config c = parse_config("[train]\nlr = 0.1\n", "t", {"train.lr=0.5", "run.name=other"});
+  EXPECT_DOUBLE_EQ(c.train.lr, 0.5);
+  EXPECT_EQ(c.run.name, "other");  // a bare word becomes a string
+  EXPECT_THAT(error_of("", {"train.nope=1"}), HasSubstr("train.nope"));
+  EXPECT_THAT(error_of("", {"trainlr=1"}), HasSubstr("section.key=value"));
+}
+
+TEST(Config, ResolvedTomlReadsBackToTheSameConfig) {
+  Config c = parse_config("", "t", {"train.lr=0.00123", "model.hidden=[7, 9]", "run.name=r1",
+                                    "train.nesterov=true", "data.val_fraction=0.1"});
+  Config back = parse_config(c.to_toml(), "resolved");
+  EXPECT_EQ(back.to_toml(), c.to_toml());
+  EXPECT_DOUBLE_EQ(back.train.lr, 0.00123);
+  EXPECT_EQ(back.model.hidden, (std::vector<int64_t>{7, 9}));
+  EXPECT_TRUE(back.train.nesterov);
+}
+
+TEST(Config, MissingFileNamesThePath) {
+  try {
+    load_config("/nonexistent/brigade.toml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("/nonexistent/brigade.toml"));
+  }
+}
+
+}  // namespace
+}  // namespace brigade
