@@ -10,6 +10,7 @@
 
 #include "brigade/base/error.h"
 #include "brigade/ckpt/checkpoint.h"
+#include "brigade/ckpt/manifest.h"
 #include "brigade/cli/commands.h"
 #include "brigade/data/bpe.h"
 #include "brigade/data/byte_tokenizer.h"
@@ -38,12 +39,17 @@ bool is_dir(const std::string& path) {
 }
 
 // A checkpoint folder, or a run folder / checkpoints root whose newest valid checkpoint is used.
-std::string resolve_checkpoint(const std::string& path) {
+std::string resolve_checkpoint(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
   if (!is_dir(path)) throw IoError(fmt::format("checkpoint not found: {}", path));
-  struct stat st{};
-  if (::stat((path + "/manifest.json").c_str(), &st) == 0) return path;
-  for (const std::string& root : {path + "/checkpoints", path}) {
-    if (auto reader = CheckpointReader::open_latest_valid(root)) return reader->dir();
+  if (is_dir(path + "/checkpoints")) {  // a run folder
+    if (auto reader = CheckpointReader::open_latest_valid(path + "/checkpoints")) {
+      return reader->dir();
+    }
+  } else if (auto step = parse_step_dir_name(path.substr(path.find_last_of('/') + 1))) {
+    return path;  // one checkpoint: opening it verifies its checksums
+  } else if (auto reader = CheckpointReader::open_latest_valid(path)) {
+    return reader->dir();  // a checkpoints root
   }
   throw CheckpointError(fmt::format("no valid checkpoint in {}", path));
 }
@@ -97,16 +103,16 @@ int run_generate(const GenerateArgs& args) {
   if (context.empty()) context.push_back(tokenizer->encode("\n")[0]);
   Batch batch;
   batch.size = 1;
-  batch.tokens.assign(static_cast<size_t>(T), 0);
+  batch.tokens.resize(static_cast<size_t>(T));
   std::vector<int32_t> order(static_cast<size_t>(V));
   std::vector<double> probs(static_cast<size_t>(V));
   std::vector<int32_t> generated;
   std::fputs(args.prompt.c_str(), stdout);
   for (int64_t i = 0; i < args.tokens; ++i) {
-    // The window is the last T tokens; positions after it are padding that causal attention
-    // keeps from influencing the position we read.
+    // The window is the last (at most T) tokens.
     int64_t n = std::min<int64_t>(static_cast<int64_t>(context.size()), T);
     std::copy(context.end() - n, context.end(), batch.tokens.begin());
+    batch.seq_len = n;
     const float* logits = gpt.forward_logits(batch) + (n - 1) * V;
     int32_t next = sample_token(logits, std::min<int64_t>(V, tokenizer->vocab_size()), args,
                                 order, probs, static_cast<uint64_t>(i));

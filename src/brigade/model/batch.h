@@ -8,6 +8,7 @@ namespace brigade {
 
 struct Batch {
   int64_t size = 0;              // examples in this micro-batch
+  int64_t seq_len = 0;           // GPT: tokens per example; 0 means the model's context length
   std::vector<int32_t> tokens;   // GPT: (size, T) input tokens
   std::vector<int32_t> targets;  // GPT: (size, T) next tokens; classifier: (size) labels
   std::vector<float> features;   // classifier: (size, D) inputs

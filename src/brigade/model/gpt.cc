@@ -130,8 +130,14 @@ void Gpt::build_layout() {
   lnf_b_ = vec("ln_f.bias", C, Init::kZeros, R);
 }
 
+int64_t Gpt::seq_len_of(const Batch& batch) const {
+  return batch.seq_len > 0 ? batch.seq_len : config_.seq_len;
+}
+
 void Gpt::check_batch(const Batch& batch, bool need_targets) const {
-  const int64_t n = batch.size * config_.seq_len;
+  const int64_t n = batch.size * seq_len_of(batch);
+  BRIGADE_CHECK(seq_len_of(batch) <= config_.seq_len)
+      << "batch.seq_len " << batch.seq_len << " > model seq_len " << config_.seq_len;
   BRIGADE_CHECK(batch.size > 0 && batch.size <= max_batch_)
       << "batch.size " << batch.size << " max_batch " << max_batch_;
   BRIGADE_CHECK(static_cast<int64_t>(batch.tokens.size()) >= n)
@@ -148,7 +154,7 @@ void Gpt::check_batch(const Batch& batch, bool need_targets) const {
 }
 
 void Gpt::run_forward(const Batch& batch) {
-  const int64_t B = batch.size, T = config_.seq_len, C = config_.d_model;
+  const int64_t B = batch.size, T = seq_len_of(batch), C = config_.d_model;
   const int64_t NH = config_.n_head, V = config_.vocab, BT = B * T;
   const float* p = params();
 
@@ -193,7 +199,7 @@ float Gpt::forward(const Batch& batch) {
   valid_targets_ = 0;
   backward_ready_ = false;
   if (batch.targets.empty()) return 0.0f;
-  const int64_t BT = batch.size * config_.seq_len;
+  const int64_t BT = batch.size * seq_len_of(batch);
   crossentropy_forward(losses_.data(), loss_lse_.data(), logits_.data(), batch.targets.data(), BT,
                        config_.vocab);
   double sum = 0.0;
@@ -220,7 +226,7 @@ void Gpt::backward(const Batch& batch, float loss_scale) {
   BRIGADE_CHECK(backward_ready_) << "backward needs a forward with targets before it";
   backward_ready_ = false;  // the head's backward overwrites the logits in place
   check_batch(batch, /*need_targets=*/true);
-  const int64_t B = batch.size, T = config_.seq_len, C = config_.d_model;
+  const int64_t B = batch.size, T = seq_len_of(batch), C = config_.d_model;
   const int64_t NH = config_.n_head, V = config_.vocab, BT = B * T;
   const float* p = params();
   float* g = grads();

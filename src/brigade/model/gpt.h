@@ -34,8 +34,8 @@ class Gpt : public Model {
   const GptConfig& config() const { return config_; }
   int64_t max_batch() const override { return max_batch_; }
 
-  // batch.tokens and batch.targets hold batch.size * seq_len entries (every sequence is
-  // exactly seq_len long). Returns the mean cross-entropy over targets >= 0 (0 when there
+  // batch.tokens and batch.targets hold batch.size * T entries, T = batch.seq_len (at most
+  // the model's seq_len; 0 means seq_len). Returns the mean cross-entropy over targets >= 0 (0 when there
   // are none). An empty batch.targets skips the loss: only the logits are computed.
   float forward(const Batch& batch) override;
 
@@ -67,6 +67,7 @@ class Gpt : public Model {
   };
   void build_layout();
   void check_batch(const Batch& batch, bool need_targets) const;
+  int64_t seq_len_of(const Batch& batch) const;
   void run_forward(const Batch& batch);
   // Per-layer slice of a (L, max_batch, T, width) activation buffer.
   float* layer(std::vector<float>& buf, int64_t l, int64_t width) {

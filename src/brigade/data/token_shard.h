@@ -1,0 +1,42 @@
+#pragma once
+// Token shard: a flat binary file of token ids, what the GPT loader reads.
+//
+// Layout (all integers little-endian):
+//   offset  0  char[8]  magic "BRGDTOK1"
+//   offset  8  uint32   format version (kTokenShardVersion)
+//   offset 12  uint32   dtype: bytes per token, 2 (uint16) or 4 (uint32)
+//   offset 16  uint64   token count
+//   offset 24  uint32   vocab size (every token is below it)
+//   offset 28  zeros up to kTokenShardHeaderBytes
+//   offset 64  the tokens
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace brigade {
+
+inline constexpr char kTokenShardMagic[8] = {'B', 'R', 'G', 'D', 'T', 'O', 'K', '1'};
+inline constexpr uint32_t kTokenShardVersion = 1;
+inline constexpr int64_t kTokenShardHeaderBytes = 64;
+
+struct TokenShardInfo {
+  uint32_t dtype_bytes = 0;  // 2 or 4
+  uint64_t num_tokens = 0;
+  uint32_t vocab_size = 0;
+};
+
+// Writes tokens as uint16 when vocab_size <= 65536, else uint32, atomically (tmp + rename).
+// Every token must be in [0, vocab_size). IoError naming the path if the write fails.
+void write_token_shard(const std::string& path, std::span<const int32_t> tokens,
+                       uint32_t vocab_size);
+
+// Reads and validates the header only: magic, version, dtype, vocab size, and that the file
+// size equals header + count * dtype. IoError naming the path on any mismatch.
+TokenShardInfo read_token_shard_info(const std::string& path);
+
+// Reads the whole shard, validating the header as above and that every token < vocab size.
+// IoError naming the path on any mismatch. If info is given it receives the header.
+std::vector<int32_t> read_token_shard(const std::string& path, TokenShardInfo* info = nullptr);
+
+}  // namespace brigade
