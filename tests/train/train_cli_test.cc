@@ -124,6 +124,12 @@ TEST_F(TrainCli, InvalidConfigExitsWithCode2BeforeAnyWork) {
   EXPECT_THAT(unknown.output, HasSubstr("train.stepz"));
 }
 
+TEST_F(TrainCli, TrainsOnAContextShorterThanTheModels) {
+  auto r = train("short", "--set data.seq_len=16 --set train.steps=3 --set train.ckpt_every=0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("16-token sequences"));
+}
+
 TEST_F(TrainCli, MissingDataFileNamesThePath) {
   auto r = train("missing", "--set data.source=text --set data.path=/nonexistent/corpus.txt");
   EXPECT_EQ(r.exit_code, 3) << r.output;

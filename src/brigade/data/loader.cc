@@ -24,6 +24,7 @@ Batch TokenDataset::make_batch(int64_t max_batch) const {
   Batch b;
   b.tokens.assign(static_cast<size_t>(max_batch * seq_len_), 0);
   b.targets.assign(static_cast<size_t>(max_batch * seq_len_), 0);
+  b.seq_len = seq_len_;
   return b;
 }
 
@@ -40,6 +41,7 @@ void TokenDataset::fill(Batch& batch, const int64_t* example_ids, int64_t n) con
     std::memcpy(batch.targets.data() + b * t, src + 1, sizeof(int32_t) * t);
   }
   batch.size = n;
+  batch.seq_len = t;
 }
 
 ImageDataset::ImageDataset(std::vector<float> features, std::vector<int32_t> labels, int64_t dim)

@@ -7,7 +7,7 @@
 namespace brigade {
 
 uint64_t hash_name(std::string_view name) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull;
   for (unsigned char c : name) {
     h ^= c;
     h *= 1099511628211ull;

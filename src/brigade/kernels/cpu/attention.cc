@@ -1,0 +1,158 @@
+// Causal self-attention with FlashAttention's online softmax, on the CPU.
+//
+// Forward, for one query row q_t of one head: keys 0..t are visited in blocks of
+// kAttentionBlock. For each block the scaled scores s_j = scale * q_t . k_j are computed, the
+// running maximum m is raised to cover them, and the partial results are rescaled:
+//   l   <- l * exp(m_old - m_new) + sum_j exp(s_j - m_new)
+//   acc <- acc * exp(m_old - m_new) + sum_j exp(s_j - m_new) v_j
+// At the end out_t = acc / l and lse_t = m + log(l), so softmax(s)_j = exp(s_j - lse_t).
+//
+// Backward, per query row, with p_j = exp(s_j - lse_t) recomputed and D_t = dout_t . out_t
+// (= sum_j p_j dp_j, the softmax Jacobian's correction term):
+//   dp_j = dout_t . v_j,  ds_j = p_j (dp_j - D_t),
+//   dq_t += scale sum_j ds_j k_j,  dk_j += scale ds_j q_t,  dv_j += p_j dout_t.
+//
+// As in FlashAttention, query rows are processed in tiles of kAttentionBlock rows too, so the
+// score block of a tile is a (rows x keys) product that OpenBLAS computes (and likewise the
+// P V, dP, dQ, dK and dV products); the softmax bookkeeping stays per row. Tiles align with
+// key blocks, so only the diagonal block of a tile needs the causal mask. The score blocks
+// live on the stack (16 KiB each); nothing is allocated. exp is the four-wide fast_exp of vec.h.
+#include "brigade/kernels/cpu/attention.h"
+
+#include <cblas.h>
+
+#include <cmath>
+#include <limits>
+
+#include "brigade/base/check.h"
+#include "brigade/kernels/cpu/vec.h"
+
+namespace brigade {
+
+namespace {
+
+constexpr int64_t kBlk = kAttentionBlock;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Row-major C (M,N) = alpha op(A) op(B) + beta C, where op transposes when the flag is set;
+// lda/ldb/ldc are row strides, which lets the tiles point straight into qkv and out.
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  const auto i = [](int64_t n) { return static_cast<blasint>(n); };
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, i(M), i(N), i(K), alpha, A, i(lda), B, i(ldb),
+              beta, C, i(ldc));
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
+                       int64_t NH) {
+  BRIGADE_CHECK(NH > 0 && C % NH == 0) << "C=" << C << " NH=" << NH;
+  BRIGADE_CHECK(3 * C <= INT32_MAX) << "C=" << C;
+  const int64_t hs = C / NH, C3 = 3 * C;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  float S[kBlk * kBlk];    // scores, then probabilities, of one (query tile, key block)
+  float m[kBlk], l[kBlk];  // running max and sum per query row of the tile
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < NH; ++h) {
+      // Row t of head h: q at qh + t*C3, k at qh + t*C3 + C, v at qh + t*C3 + 2C; out at oh + t*C.
+      const float* qh = qkv + b * T * C3 + h * hs;
+      float* oh = out + b * T * C + h * hs;
+      for (int64_t q0 = 0; q0 < T; q0 += kBlk) {
+        const int64_t rows = T - q0 < kBlk ? T - q0 : kBlk;
+        for (int64_t r = 0; r < rows; ++r) {
+          m[r] = kNegInf;
+          l[r] = 0.0f;
+          float* o = oh + (q0 + r) * C;
+          for (int64_t i = 0; i < hs; ++i) o[i] = 0.0f;
+        }
+        for (int64_t j0 = 0; j0 <= q0; j0 += kBlk) {
+          const bool diagonal = j0 == q0;
+          const int64_t keys = diagonal ? rows : kBlk;
+          // S = scale Q_tile K_block^T
+          gemm(false, true, rows, keys, hs, scale, qh + q0 * C3, C3, qh + j0 * C3 + C, C3, 0.0f, S,
+               kBlk);
+          for (int64_t r = 0; r < rows; ++r) {
+            float* s = S + r * kBlk;
+            const int64_t valid = diagonal ? r + 1 : keys;  // causal: key j0+c <= query q0+r
+            const float block_max = detail::max_of(s, valid);
+            const float m_new = block_max > m[r] ? block_max : m[r];
+            if (m_new != m[r]) {
+              const float alpha = std::exp(m[r] - m_new);  // 0 on the first block
+              l[r] *= alpha;
+              float* o = oh + (q0 + r) * C;
+              for (int64_t i = 0; i < hs; ++i) o[i] *= alpha;
+              m[r] = m_new;
+            }
+            detail::exp_shifted(s, s, m_new, valid);
+            for (int64_t c = valid; c < keys; ++c) s[c] = 0.0f;
+            l[r] += detail::sum(s, valid);
+          }
+          // out_tile += P V_block
+          gemm(false, false, rows, hs, keys, 1.0f, S, kBlk, qh + j0 * C3 + 2 * C, C3, 1.0f,
+               oh + q0 * C, C);
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          const float inv_l = 1.0f / l[r];
+          float* o = oh + (q0 + r) * C;
+          for (int64_t i = 0; i < hs; ++i) o[i] *= inv_l;
+          lse[(b * NH + h) * T + q0 + r] = m[r] + std::log(l[r]);
+        }
+      }
+    }
+  }
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  BRIGADE_CHECK(NH > 0 && C % NH == 0) << "C=" << C << " NH=" << NH;
+  BRIGADE_CHECK(3 * C <= INT32_MAX) << "C=" << C;
+  const int64_t hs = C / NH, C3 = 3 * C;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  float P[kBlk * kBlk];   // probabilities of one (query tile, key block)
+  float dS[kBlk * kBlk];  // dP, then dS = P (dP - D)
+  float D[kBlk];          // dout_t . out_t per query row of the tile
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < NH; ++h) {
+      // Same layout as in forward; dqkv mirrors qkv, dout mirrors out.
+      const float* qh = qkv + b * T * C3 + h * hs;
+      float* dqh = dqkv + b * T * C3 + h * hs;
+      const float* oh = out + b * T * C + h * hs;
+      const float* doh = dout + b * T * C + h * hs;
+      const float* lse_bh = lse + (b * NH + h) * T;
+      for (int64_t q0 = 0; q0 < T; q0 += kBlk) {
+        const int64_t rows = T - q0 < kBlk ? T - q0 : kBlk;
+        for (int64_t r = 0; r < rows; ++r) {
+          D[r] = detail::dot(doh + (q0 + r) * C, oh + (q0 + r) * C, hs);
+        }
+        for (int64_t j0 = 0; j0 <= q0; j0 += kBlk) {
+          const bool diagonal = j0 == q0;
+          const int64_t keys = diagonal ? rows : kBlk;
+          const float* q_tile = qh + q0 * C3;
+          const float* k_blk = qh + j0 * C3 + C;
+          const float* v_blk = qh + j0 * C3 + 2 * C;
+          const float* dout_tile = doh + q0 * C;
+          gemm(false, true, rows, keys, hs, scale, q_tile, C3, k_blk, C3, 0.0f, P, kBlk);
+          gemm(false, true, rows, keys, hs, 1.0f, dout_tile, C, v_blk, C3, 0.0f, dS, kBlk);
+          for (int64_t r = 0; r < rows; ++r) {
+            float* p = P + r * kBlk;
+            float* ds = dS + r * kBlk;
+            const int64_t valid = diagonal ? r + 1 : keys;
+            detail::exp_shifted(p, p, lse_bh[q0 + r], valid);
+            for (int64_t c = 0; c < valid; ++c) ds[c] = p[c] * (ds[c] - D[r]);
+            for (int64_t c = valid; c < keys; ++c) p[c] = ds[c] = 0.0f;
+          }
+          // dV_block += P^T dout_tile;  dQ_tile += scale dS K_block;  dK_block += scale dS^T Q_tile
+          gemm(true, false, keys, hs, rows, 1.0f, P, kBlk, dout_tile, C, 1.0f,
+               dqh + j0 * C3 + 2 * C, C3);
+          gemm(false, false, rows, hs, keys, scale, dS, kBlk, k_blk, C3, 1.0f, dqh + q0 * C3, C3);
+          gemm(true, false, keys, hs, rows, scale, dS, kBlk, q_tile, C3, 1.0f, dqh + j0 * C3 + C,
+               C3);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace brigade
