@@ -11,7 +11,7 @@
 #include "brigade/base/error.h"
 #include "brigade/ckpt/checkpoint.h"
 #include "ckpt/checkpoint_test_util.h"
-#include "ckpt/temp_dir.h"
+#include "common/temp_dir.h"
 
 namespace brigade {
 namespace {

@@ -10,7 +10,7 @@
 #include "brigade/base/error.h"
 #include "brigade/tensor/bf16.h"
 #include "brigade/tensor/rng.h"
-#include "ckpt/temp_dir.h"
+#include "common/temp_dir.h"
 
 namespace brigade {
 namespace {

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "brigade/ckpt/file_io.h"
+#include "brigade/base/file_io.h"
 #include "common/run_command.h"
 
 namespace brigade {

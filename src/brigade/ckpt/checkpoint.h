@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "brigade/ckpt/file_io.h"
+#include "brigade/base/file_io.h"
 #include "brigade/ckpt/manifest.h"
 #include "brigade/ckpt/safetensors.h"
 

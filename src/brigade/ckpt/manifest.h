@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "brigade/ckpt/file_io.h"
+#include "brigade/base/file_io.h"
 
 namespace brigade {
 

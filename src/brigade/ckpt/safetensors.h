@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "brigade/ckpt/file_io.h"
+#include "brigade/base/file_io.h"
 
 namespace brigade {
 

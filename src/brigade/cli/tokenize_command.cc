@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "brigade/ckpt/file_io.h"
+#include "brigade/base/file_io.h"
 #include "brigade/cli/commands.h"
 #include "brigade/data/bpe.h"
 #include "brigade/data/byte_tokenizer.h"

@@ -13,7 +13,7 @@
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
-#include "brigade/data/file_io.h"
+#include "brigade/base/file_io.h"
 
 namespace brigade {
 
@@ -147,11 +147,11 @@ void BpeTokenizer::save(const std::string& path) const {
      << kPretokenizerLine << "\n"
      << "merges " << merges_.size() << "\n";
   for (const auto& [a, b] : merges_) os << a << " " << b << "\n";
-  detail::write_file_atomic(path, os.str());
+  write_file_atomic(path, os.str());
 }
 
 BpeTokenizer BpeTokenizer::load(const std::string& path) {
-  const std::string text = detail::read_file(path);
+  const std::string text = read_file(path, kMaxDataFileBytes);
   std::vector<std::string_view> lines;
   for (size_t pos = 0; pos < text.size();) {
     size_t end = text.find('\n', pos);

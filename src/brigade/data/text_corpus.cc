@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "brigade/base/error.h"
-#include "brigade/data/file_io.h"
+#include "brigade/base/file_io.h"
 #include "brigade/tensor/rng.h"
 
 namespace brigade {
@@ -150,7 +150,7 @@ TextSplits load_fortunes(const std::string& dir, double val_fraction) {
             [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
   TextSplits out;
   for (const fs::path& p : files) {
-    const std::string content = detail::read_file(p.string());
+    const std::string content = read_file(p.string(), kMaxDataFileBytes);
     out.sources.push_back({p.string(), content.size()});
     add_documents(p.filename().string(), parse_fortunes(content), val_fraction, out);
   }
@@ -159,7 +159,7 @@ TextSplits load_fortunes(const std::string& dir, double val_fraction) {
 
 TextSplits load_text_file(const std::string& path, double val_fraction) {
   check_val_fraction(val_fraction);
-  const std::string content = detail::read_file(path);
+  const std::string content = read_file(path, kMaxDataFileBytes);
   TextSplits out;
   out.sources.push_back({path, content.size()});
   add_documents(std::filesystem::path(path).filename().string(), parse_paragraphs(content),

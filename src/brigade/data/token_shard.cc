@@ -8,7 +8,7 @@
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
-#include "brigade/data/file_io.h"
+#include "brigade/base/file_io.h"
 
 namespace brigade {
 
@@ -81,7 +81,7 @@ void write_token_shard(const std::string& path, std::span<const int32_t> tokens,
         << "token " << tokens[i] << " at " << i << " outside vocab " << vocab_size;
     put_le(p + i * dtype, static_cast<uint32_t>(tokens[i]), static_cast<int>(dtype));
   }
-  detail::write_file_atomic(path, bytes);
+  write_file_atomic(path, bytes);
 }
 
 TokenShardInfo read_token_shard_info(const std::string& path) {
@@ -99,7 +99,7 @@ TokenShardInfo read_token_shard_info(const std::string& path) {
 }
 
 std::vector<int32_t> read_token_shard(const std::string& path, TokenShardInfo* info_out) {
-  const std::string bytes = detail::read_file(path);
+  const std::string bytes = read_file(path, kMaxDataFileBytes);
   const TokenShardInfo info = parse_header(path, bytes.data(), bytes.size());
   std::vector<int32_t> tokens(info.num_tokens);
   const char* p = bytes.data() + kTokenShardHeaderBytes;

@@ -9,7 +9,7 @@
 #include <ctime>
 #include <fstream>
 
-#include "brigade/ckpt/file_io.h"
+#include "brigade/base/file_io.h"
 
 namespace brigade {
 
@@ -86,9 +86,7 @@ nlohmann::json provenance(const Config& config, const std::vector<std::string>& 
 }
 
 void write_run_manifest(const RunFolder& folder, const nlohmann::json& manifest) {
-  std::string tmp = folder.manifest_path() + ".tmp";
-  write_file_durable(tmp, manifest.dump(2) + "\n");
-  rename_atomic(tmp, folder.manifest_path());
+  write_file_atomic(folder.manifest_path(), manifest.dump(2) + "\n");
 }
 
 }  // namespace brigade

@@ -4,7 +4,7 @@
 
 #include "brigade/base/error.h"
 #include "brigade/ckpt/checkpoint.h"
-#include "brigade/ckpt/file_io.h"
+#include "brigade/base/file_io.h"
 
 namespace brigade {
 

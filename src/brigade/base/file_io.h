@@ -1,5 +1,5 @@
 #pragma once
-// Small POSIX file helpers for checkpoints: durable writes (data reaches the disk before we
+// Small POSIX file helpers (checkpoints, data files, run manifests): durable writes (data reaches the disk before we
 // say so), directory fsync, atomic rename, whole-file reads and CRC-32 digests. Every failure
 // throws IoError naming the path and strerror(errno).
 //
@@ -63,6 +63,13 @@ class DurableFileWriter {
 
 // Writes `bytes` to `path` (replacing it) and fsyncs the file. Does not fsync the directory.
 FileDigest write_file_durable(const std::string& path, std::string_view bytes);
+
+// Writes `bytes` to path + ".tmp", fsyncs it, renames it over `path` and fsyncs the folder:
+// a reader sees the old file or the complete new one, never a torn write.
+void write_file_atomic(const std::string& path, std::string_view bytes);
+
+// Size guard for data files (corpora, token shards), which may be large.
+inline constexpr int64_t kMaxDataFileBytes = int64_t{1} << 40;
 
 // Reads a whole file. Refuses files larger than max_bytes (a guard against reading a huge or
 // wrong file into memory).

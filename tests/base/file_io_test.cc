@@ -1,4 +1,4 @@
-#include "brigade/ckpt/file_io.h"
+#include "brigade/base/file_io.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "brigade/base/error.h"
-#include "ckpt/temp_dir.h"
+#include "common/temp_dir.h"
 
 namespace brigade {
 namespace {

@@ -1,4 +1,4 @@
-#include "brigade/ckpt/file_io.h"
+#include "brigade/base/file_io.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -169,6 +169,14 @@ FileDigest write_file_durable(const std::string& path, std::string_view bytes) {
   DurableFileWriter w(path);
   w.append(bytes);
   return w.close();
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  const std::string tmp = path + ".tmp";
+  write_file_durable(tmp, bytes);
+  rename_atomic(tmp, path);
+  auto slash = path.find_last_of('/');
+  fsync_dir(slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash)));
 }
 
 std::string read_file(const std::string& path, int64_t max_bytes) {
