@@ -127,7 +127,7 @@ TEST_F(TrainCli, InvalidConfigExitsWithCode2BeforeAnyWork) {
 TEST_F(TrainCli, TrainsOnAContextShorterThanTheModels) {
   auto r = train("short", "--set data.seq_len=16 --set train.steps=3 --set train.ckpt_every=0");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("16-token sequences"));
+  EXPECT_THAT(r.output, HasSubstr("of 16 tokens"));
 }
 
 TEST_F(TrainCli, MissingDataFileNamesThePath) {

@@ -4,7 +4,7 @@
 
 namespace brigade {
 
-Log::Log(int rank, const std::string& path) : rank_(rank) {
+Log::Log(int rank, const std::string& path, bool echo) : rank_(rank), echo_(echo) {
   if (!path.empty()) open_file(path);
 }
 
@@ -19,7 +19,7 @@ void Log::open_file(const std::string& path) {
 }
 
 void Log::line(const std::string& text) {
-  std::fprintf(stderr, "[rank %d] %s\n", rank_, text.c_str());
+  if (echo_) std::fprintf(stderr, "[rank %d] %s\n", rank_, text.c_str());
   file_only(text);
 }
 

@@ -9,8 +9,9 @@ namespace brigade {
 
 class Log {
  public:
-  // Opens (appends to) path; an empty path logs to stderr only.
-  explicit Log(int rank = 0, const std::string& path = "");
+  // Opens (appends to) path; an empty path logs to stderr only. echo = false keeps lines out
+  // of stderr (ranks other than 0 of a job log to their file only).
+  explicit Log(int rank = 0, const std::string& path = "", bool echo = true);
   ~Log();
   Log(const Log&) = delete;
   Log& operator=(const Log&) = delete;
@@ -28,6 +29,7 @@ class Log {
 
  private:
   int rank_;
+  bool echo_;
   std::FILE* file_ = nullptr;
 };
 

@@ -15,8 +15,7 @@ namespace brigade {
 
 namespace {
 
-using FieldTarget =
-    std::variant<int64_t*, double*, std::string*, bool*, std::vector<int64_t>*>;
+using FieldTarget = std::variant<int64_t*, double*, std::string*, bool*, std::vector<int64_t>*>;
 
 struct Field {
   const char* section;
@@ -66,6 +65,13 @@ std::vector<Field> fields(Config& c) {
       {"train", "log_every", &c.train.log_every},
       {"train", "blas_threads", &c.train.blas_threads},
       {"train", "on_nonfinite", &c.train.on_nonfinite},
+      {"parallel", "dp", &c.parallel.dp},
+      {"parallel", "bucket_mb", &c.parallel.bucket_mb},
+      {"parallel", "grad_wire", &c.parallel.grad_wire},
+      {"comm", "backend", &c.comm.backend},
+      {"comm", "timeout_s", &c.comm.timeout_s},
+      {"comm", "store", &c.comm.store},
+      {"comm", "host", &c.comm.host},
   };
 }
 
@@ -79,8 +85,8 @@ std::string render(const toml::value& v) {
 
 [[noreturn]] void type_error(const Field& f, const toml::value& v, const std::string& origin,
                              const char* expected) {
-  throw ConfigError(fmt::format("{}.{} = {} in {}: expected {}", f.section, f.key, render(v),
-                                origin, expected));
+  throw ConfigError(
+      fmt::format("{}.{} = {} in {}: expected {}", f.section, f.key, render(v), origin, expected));
 }
 
 void assign(const Field& f, const toml::value& v, const std::string& origin) {
@@ -198,7 +204,7 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
     bool known_section = false;
     for (const auto& f : schema) known_section |= (section == f.section);
     if (!known_section) {
-      throw ConfigError(fmt::format("{}: unknown section [{}] (allowed: run, model, data, train)",
+      throw ConfigError(fmt::format("{}: unknown section [{}] (allowed: run, model, data, train, parallel, comm)",
                                     origin, section));
     }
     for (const auto& [key, value] : table.as_table()) {

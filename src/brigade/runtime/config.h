@@ -11,18 +11,18 @@ namespace brigade {
 struct RunConfig {
   std::string name = "default";  // the run folder is <out_dir>/<name>/
   std::string out_dir = "runs";
-  int64_t seed = 1337;           // initialisation, data order, dropout-free sampling
-  std::string resume = "auto";   // "auto": continue from the run's latest checkpoint; "never"
-  int64_t stop_after = 0;        // stop after this many steps in this invocation (0: run to the end)
+  int64_t seed = 1337;          // initialisation, data order, dropout-free sampling
+  std::string resume = "auto";  // "auto": continue from the run's latest checkpoint; "never"
+  int64_t stop_after = 0;       // stop after this many steps in this invocation (0: run to the end)
 };
 
 struct ModelConfig {
-  std::string kind = "gpt";            // "gpt" | "mlp"
-  int64_t vocab = 256;                 // gpt: tokenizer vocabulary (256 for bytes)
-  int64_t seq_len = 128;               // gpt: context length
-  int64_t d_model = 128;               // gpt
-  int64_t n_layer = 4;                 // gpt
-  int64_t n_head = 4;                  // gpt
+  std::string kind = "gpt";                  // "gpt" | "mlp"
+  int64_t vocab = 256;                       // gpt: tokenizer vocabulary (256 for bytes)
+  int64_t seq_len = 128;                     // gpt: context length
+  int64_t d_model = 128;                     // gpt
+  int64_t n_layer = 4;                       // gpt
+  int64_t n_head = 4;                        // gpt
   std::vector<int64_t> hidden = {256, 128};  // mlp: hidden layer widths
 };
 
@@ -30,34 +30,50 @@ struct DataConfig {
   // "fortunes" | "text" (a plain text file) | "shards" (a folder written by `brigade tokenize`)
   // | "fashion_mnist"
   std::string source = "fortunes";
-  std::string path;                 // "" = the source's default location
-  std::string tokenizer = "byte";   // "byte" | "bpe" (trained on the train split; vocab = model.vocab)
-  int64_t seq_len = 0;              // training context; 0 = model.seq_len; at most model.seq_len
-  double val_fraction = 0.05;       // share of documents held out for validation
+  std::string path;  // "" = the source's default location
+  std::string tokenizer =
+      "byte";                  // "byte" | "bpe" (trained on the train split; vocab = model.vocab)
+  int64_t seq_len = 0;         // training context; 0 = model.seq_len; at most model.seq_len
+  double val_fraction = 0.05;  // share of documents held out for validation
 };
 
 struct TrainConfig {
-  int64_t micro_batch = 16;      // examples per forward/backward
-  int64_t grad_accum = 1;        // micro-steps per optimizer step
-  int64_t steps = 600;           // optimizer steps
-  std::string optimizer = "adamw";  // "adamw" | "sgd"
-  double lr = 1e-3;              // peak learning rate
-  double min_lr = 1e-4;          // end of the cosine decay
-  int64_t warmup = 50;           // linear warmup steps
-  double weight_decay = 0.1;     // decoupled, on matrices only
-  double beta1 = 0.9;            // adamw
-  double beta2 = 0.95;           // adamw
-  double eps = 1e-8;             // adamw
-  double momentum = 0.9;         // sgd
-  bool nesterov = false;         // sgd
-  double grad_clip = 1.0;        // global norm; 0 disables
-  int64_t eval_every = 100;      // steps between validation passes (0: only at the end)
-  int64_t eval_batches = 20;     // micro-batches per validation pass
-  int64_t ckpt_every = 200;      // steps between checkpoints (0: only at the end)
-  int64_t keep_checkpoints = 3;  // complete checkpoints kept
-  int64_t log_every = 10;        // steps between log lines when not on a terminal
-  int64_t blas_threads = 1;      // OpenBLAS threads per process
+  int64_t micro_batch = 16;           // examples per forward/backward
+  int64_t grad_accum = 1;             // micro-steps per optimizer step
+  int64_t steps = 600;                // optimizer steps
+  std::string optimizer = "adamw";    // "adamw" | "sgd"
+  double lr = 1e-3;                   // peak learning rate
+  double min_lr = 1e-4;               // end of the cosine decay
+  int64_t warmup = 50;                // linear warmup steps
+  double weight_decay = 0.1;          // decoupled, on matrices only
+  double beta1 = 0.9;                 // adamw
+  double beta2 = 0.95;                // adamw
+  double eps = 1e-8;                  // adamw
+  double momentum = 0.9;              // sgd
+  bool nesterov = false;              // sgd
+  double grad_clip = 1.0;             // global norm; 0 disables
+  int64_t eval_every = 100;           // steps between validation passes (0: only at the end)
+  int64_t eval_batches = 20;          // micro-batches per validation pass
+  int64_t ckpt_every = 200;           // steps between checkpoints (0: only at the end)
+  int64_t keep_checkpoints = 3;       // complete checkpoints kept
+  int64_t log_every = 10;             // steps between log lines when not on a terminal
+  int64_t blas_threads = 1;           // OpenBLAS threads per process
   std::string on_nonfinite = "stop";  // "stop" | "skip" (skip the update, keep going)
+};
+
+struct ParallelConfig {
+  int64_t dp = 0;                 // data-parallel replicas; 0 = every process of the job
+  double bucket_mb = 1.0;         // DDP gradient bucket size (MiB of f32)
+  std::string grad_wire = "f32";  // gradient payload on the wire: "f32" | "bf16" (f32 accumulation)
+};
+
+struct CommConfig {
+  std::string backend = "gloo";   // registered communicator backend
+  double timeout_s = 60;          // every collective and the rendezvous give up after this
+  // "auto": the file store `brigade launch` provides (BRIGADE_STORE_DIR), else a TCP store on
+  // MASTER_ADDR:MASTER_PORT hosted by rank 0; "file" | "tcp" force one.
+  std::string store = "auto";
+  std::string host = "127.0.0.1";  // address this rank's transport binds and advertises
 };
 
 struct Config {
@@ -65,6 +81,8 @@ struct Config {
   ModelConfig model;
   DataConfig data;
   TrainConfig train;
+  ParallelConfig parallel;
+  CommConfig comm;
 
   // Throws ConfigError naming the key, the value and what is allowed.
   void validate() const;

@@ -104,6 +104,15 @@ void Config::validate() const {
   require_range(train.log_every, "train.log_every", 1, INT64_MAX);
   require_range(train.blas_threads, "train.blas_threads", 1, 256);
   require_one_of(train.on_nonfinite, "train.on_nonfinite", {"stop", "skip"});
+
+  require_range(parallel.dp, "parallel.dp", 0, 1 << 20);
+  require_real(parallel.bucket_mb, "parallel.bucket_mb", 0.0, 1 << 16, true);
+  require_one_of(parallel.grad_wire, "parallel.grad_wire", {"f32", "bf16"});
+
+  require(!comm.backend.empty(), "comm.backend", "\"\"", "must name a backend (\"gloo\")");
+  require_real(comm.timeout_s, "comm.timeout_s", 0.0, 86400.0, true);
+  require_one_of(comm.store, "comm.store", {"auto", "file", "tcp"});
+  require(!comm.host.empty(), "comm.host", "\"\"", "must be an address (127.0.0.1 for one host)");
 }
 
 }  // namespace brigade

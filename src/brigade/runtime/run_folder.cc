@@ -52,10 +52,11 @@ RunFolder run_folder_of(const Config& config) {
   return RunFolder{config.run.out_dir + "/" + config.run.name};
 }
 
-RunFolder create_run_folder(const Config& config) {
+RunFolder create_run_folder(const Config& config, int rank) {
   RunFolder folder = run_folder_of(config);
   make_dirs(folder.checkpoints());
-  write_file_durable(folder.config_path(), config.to_toml());
+  make_dirs(folder.root + "/logs");
+  if (rank == 0) write_file_atomic(folder.config_path(), config.to_toml());
   return folder;
 }
 

@@ -15,7 +15,10 @@ struct RunFolder {
   std::string config_path() const { return root + "/config.toml"; }
   std::string manifest_path() const { return root + "/manifest.json"; }
   std::string metrics_path() const { return root + "/metrics.jsonl"; }
-  std::string log_path() const { return root + "/train.log"; }
+  std::string log_path() const { return root + "/train.log"; }  // rank 0
+  std::string rank_log_path(int rank) const {
+    return rank == 0 ? log_path() : root + "/logs/rank_" + std::to_string(rank) + ".log";
+  }
   std::string checkpoints() const { return root + "/checkpoints"; }
   std::string tokenizer_path() const { return root + "/tokenizer.bpe"; }
 };
@@ -23,8 +26,9 @@ struct RunFolder {
 // The folder of a config's run (not created).
 RunFolder run_folder_of(const Config& config);
 
-// Creates the folder and writes the resolved config. Throws IoError.
-RunFolder create_run_folder(const Config& config);
+// Creates the folder (and logs/, checkpoints/); rank 0 also writes the resolved config.
+// Throws IoError.
+RunFolder create_run_folder(const Config& config, int rank = 0);
 
 // Where the run came from: git commit (and whether the tree was dirty), the hash of the
 // resolved config, size + CRC-32 of every data file, CPU model, build type, host, time.

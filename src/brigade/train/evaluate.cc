@@ -4,23 +4,18 @@
 
 namespace brigade {
 
-EvalResult evaluate(Model& model, const Dataset& dataset, Batch& batch, int64_t micro_batch,
-                    int64_t max_batches) {
+EvalSums evaluate(Model& model, const Dataset& dataset, Batch& batch, int64_t micro_batch,
+                  int64_t max_batches, int64_t shard, int64_t shards) {
   EvalIterator it(dataset, micro_batch, max_batches);
   auto* classifier = dynamic_cast<MlpClassifier*>(&model);
-  double loss_sum = 0;
-  int64_t correct = 0;
-  EvalResult result;
-  while (it.next(batch)) {
-    loss_sum += static_cast<double>(model.forward(batch)) * static_cast<double>(batch.size);
-    result.examples += batch.size;
-    if (classifier) correct += classifier->correct_predictions();
+  EvalSums sums;
+  for (int64_t k = shard; k < it.num_batches(); k += shards) {
+    it.fill(batch, k);
+    sums.loss_sum += static_cast<double>(model.forward(batch)) * static_cast<double>(batch.size);
+    sums.examples += static_cast<double>(batch.size);
+    if (classifier) sums.correct += static_cast<double>(classifier->correct_predictions());
   }
-  if (result.examples > 0) {
-    result.loss = loss_sum / static_cast<double>(result.examples);
-    if (classifier) result.accuracy = static_cast<double>(correct) / result.examples;
-  }
-  return result;
+  return sums;
 }
 
 }  // namespace brigade

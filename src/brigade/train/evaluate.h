@@ -6,15 +6,19 @@
 
 namespace brigade {
 
-struct EvalResult {
-  double loss = 0;       // mean over examples
-  int64_t examples = 0;
-  double accuracy = -1;  // classifiers only, else -1
+// Sums over the evaluated examples; combine shards by adding, then call loss()/accuracy().
+struct EvalSums {
+  double loss_sum = 0;  // sum over examples of each example's mean loss
+  double examples = 0;
+  double correct = 0;   // classifiers only
+  double loss() const { return examples > 0 ? loss_sum / examples : 0.0; }
+  double accuracy() const { return examples > 0 ? correct / examples : 0.0; }
 };
 
-// Mean loss of model over the first max_batches micro-batches of dataset, in index order.
-// batch must have been made by dataset.make_batch(micro_batch).
-EvalResult evaluate(Model& model, const Dataset& dataset, Batch& batch, int64_t micro_batch,
-                    int64_t max_batches);
+// Evaluates micro-batches k = shard, shard + shards, ... of the first max_batches
+// micro-batches of dataset (in index order), so `shards` data-parallel ranks split one
+// validation pass. batch must have been made by dataset.make_batch(micro_batch).
+EvalSums evaluate(Model& model, const Dataset& dataset, Batch& batch, int64_t micro_batch,
+                  int64_t max_batches, int64_t shard = 0, int64_t shards = 1);
 
 }  // namespace brigade

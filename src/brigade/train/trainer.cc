@@ -1,7 +1,8 @@
-// The training loop of one process. Each step: zero the gradients, run grad_accum micro-steps
-// of forward + backward (each scaled by 1/grad_accum), stop or skip on a non-finite loss,
-// clip the global gradient norm, update with the scheduled learning rate, record metrics;
-// evaluate and checkpoint on schedule.
+// The training loop. Each step: zero the gradients, run grad_accum micro-steps of forward +
+// backward (each scaled by 1/grad_accum; under data parallelism the last one reduces the
+// gradient buckets while backward runs), stop or skip on a non-finite loss, clip the global
+// gradient norm, update with the scheduled learning rate, record metrics; evaluate and
+// checkpoint on schedule. Every rank runs the same loop on its slice of the global batch.
 #include "brigade/train/trainer.h"
 
 #include <fmt/format.h>
@@ -10,12 +11,15 @@
 #include <cstdlib>
 #include <memory>
 
+#include "brigade/base/check.h"
 #include "brigade/base/error.h"
 #include "brigade/kernels/cpu/matmul.h"
 #include "brigade/monitor/log.h"
 #include "brigade/monitor/metrics.h"
 #include "brigade/monitor/progress.h"
 #include "brigade/monitor/timer.h"
+#include "brigade/parallel/ddp.h"
+#include "brigade/runtime/process_group.h"
 #include "brigade/runtime/run_folder.h"
 #include "brigade/sync/grad_clip.h"
 #include "brigade/sync/lr_schedule.h"
@@ -48,86 +52,155 @@ OptimizerConfig optimizer_config(const TrainConfig& t) {
   return o;
 }
 
+// The data-parallel degree of the job; only DP is implemented, so it must cover every process.
+int64_t dp_degree(const Config& config, const ProcessGroup& group) {
+  int64_t dp = config.parallel.dp == 0 ? group.size() : config.parallel.dp;
+  if (dp != group.size()) {
+    throw ConfigError(fmt::format("parallel.dp = {}: the job has {} processes (dp = 0 uses them "
+                                  "all)",
+                                  config.parallel.dp, group.size()));
+  }
+  return dp;
+}
+
 class Trainer {
  public:
-  explicit Trainer(const Config& config)
+  Trainer(const Config& config, ProcessGroup& group)
       : config_(config),
-        folder_(create_run_folder(config)),
-        log_(0, folder_.log_path()),
+        group_(group),
+        rank_(group.rank()),
+        dp_size_(dp_degree(config, group)),
+        folder_(create_run_folder(config, rank_)),
+        log_(rank_, folder_.rank_log_path(rank_), rank_ == 0),
         data_(load_training_data(config, folder_)),
         model_(make_model(config.model, config.train.micro_batch)),
         optimizer_(make_optimizer(optimizer_config(config.train), model_->layout(), 0,
                                   model_->num_params())),
         loader_(*data_.train, SamplerOptions{.seed = static_cast<uint64_t>(config.run.seed),
                                              .micro_batch = config.train.micro_batch,
-                                             .grad_accum = config.train.grad_accum}),
+                                             .grad_accum = config.train.grad_accum,
+                                             .dp_size = dp_size_,
+                                             .dp_rank = rank_}),
         batch_(loader_.make_batch()),
         eval_batch_(data_.val->make_batch(config.train.micro_batch)),
-        metrics_(folder_.metrics_path()),
         progress_(config.train.log_every) {
+    if (rank_ == 0) metrics_ = std::make_unique<MetricsWriter>(folder_.metrics_path());
     schedule_ = LrSchedule{.max_lr = static_cast<float>(config.train.lr),
                            .min_lr = static_cast<float>(config.train.min_lr),
                            .warmup = config.train.warmup,
                            .total = config.train.steps};
     schedule_.validate();
+    if (group_.world) {
+      auto bucket = static_cast<int64_t>(config.parallel.bucket_mb * (1 << 20) / sizeof(float));
+      ddp_ = std::make_unique<DataParallel>(
+          *group_.world, *model_,
+          DdpOptions{.bucket_elems = std::max<int64_t>(1, bucket),
+                     .wire = config.parallel.grad_wire == "bf16" ? WireDtype::kBF16
+                                                                 : WireDtype::kF32});
+    }
   }
 
   int run();
 
  private:
   void start_or_resume();
+  void restore();
   bool train_step(int64_t step);  // false: the step was skipped (non-finite)
-  EvalResult eval_and_record(int64_t step);
-  std::string checkpoint(int64_t step);
-  nlohmann::json checkpoint_extra(int64_t step) const;
+  float average_over_ranks(float value);
+  void eval_and_record(int64_t step, bool final);
+  void checkpoint(int64_t step);
+  void record(const nlohmann::json& rec) {
+    if (metrics_) metrics_->write(rec);
+  }
+  void log_line(const std::string& line) {
+    if (line.empty() || rank_ != 0) return;
+    progress_.on_terminal() ? log_.file_only(line) : log_.line(line);
+  }
   double tokens_per_example() const {
     return config_.model.kind == "gpt" ? static_cast<double>(config_.context()) : 1.0;
   }
 
   Config config_;
+  ProcessGroup& group_;
+  int rank_;
+  int64_t dp_size_;
   RunFolder folder_;
   Log log_;
   TrainingData data_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<DataParallel> ddp_;
   DataLoader loader_;
   Batch batch_;
   Batch eval_batch_;
-  MetricsWriter metrics_;
+  std::unique_ptr<MetricsWriter> metrics_;  // rank 0 only
   Progress progress_;
   LrSchedule schedule_;
   nlohmann::json provenance_;
+  nlohmann::json summary_;
 
   int64_t start_step_ = 0;
   int64_t updates_ = 0;
   int64_t skipped_ = 0;
   int64_t nan_step_ = injected_nan_step();
   std::string last_checkpoint_ = "none";
-  double last_loss_ = 0, last_norm_ = 0;
+  double last_loss_ = 0, last_norm_ = 0, last_exposed_comm_s_ = 0;
 };
 
-void Trainer::start_or_resume() {
-  log_.info("run folder {}", folder_.root);
-  log_.info("{}", data_.summary);
-  log_.info("model {}: {} parameters; optimizer {}; {} steps of {} x {} micro-batches of {}",
-            config_.model.kind, model_->num_params(), config_.train.optimizer,
-            config_.train.steps, config_.train.micro_batch, config_.train.grad_accum,
-            tokens_per_example() > 1 ? fmt::format("{}-token sequences", config_.context()) : "examples");
-  model_->initialize(static_cast<uint64_t>(config_.run.seed));
-  if (config_.run.resume == "auto") {
-    std::string dir;
+// Rank 0 reads the newest valid checkpoint; every rank receives its state by broadcast, so
+// ranks need not share a file system.
+void Trainer::restore() {
+  std::string dir;
+  int64_t header[3] = {0, 0, 0};  // found, step, updates
+  if (rank_ == 0 && config_.run.resume == "auto") {
     if (auto saved = load_latest_checkpoint(folder_.checkpoints(), *model_, *optimizer_, &dir)) {
       if (saved->extra.contains("sampler")) {
         loader_.sampler().resume_step(saved->extra.at("sampler").get<SamplerState>());
       }
-      start_step_ = saved->step;
-      updates_ = saved->updates;
-      last_checkpoint_ = dir;
-      log_.info("resumed from {} at step {}", dir, start_step_);
+      header[0] = 1;
+      header[1] = saved->step;
+      header[2] = saved->updates;
     }
   }
-  provenance_ = provenance(config_, data_.source_files);
-  write_run_manifest(folder_, provenance_);
+  if (group_.world) {
+    group_.world->broadcast_bytes(header, sizeof(header), 0);
+    ddp_->broadcast_parameters();
+    if (header[0]) {
+      for (const auto& view : optimizer_->state_tensors()) {
+        group_.world->broadcast(view.data, view.end - view.begin, 0);
+      }
+    }
+  }
+  if (header[0]) {
+    start_step_ = header[1];
+    updates_ = header[2];
+    last_checkpoint_ = dir.empty() ? "the one rank 0 loaded" : dir;
+    log_.info("resumed from {} at step {}", last_checkpoint_, start_step_);
+  }
+}
+
+void Trainer::start_or_resume() {
+  log_.info("run folder {}; process {} of {} ({}), data parallel over {}", folder_.root, rank_,
+            group_.size(), group_.env.source, dp_size_);
+  log_.info("{}", data_.summary);
+  log_.info("model {}: {} parameters; optimizer {}; {} steps x {} micro-batches x {} ranks x {} "
+            "examples{}",
+            config_.model.kind, model_->num_params(), config_.train.optimizer,
+            config_.train.steps, config_.train.grad_accum, dp_size_, config_.train.micro_batch,
+            tokens_per_example() > 1 ? fmt::format(" of {} tokens", config_.context()) : "");
+  model_->initialize(static_cast<uint64_t>(config_.run.seed));
+  restore();
+  if (rank_ == 0) {
+    provenance_ = provenance(config_, data_.source_files);
+    provenance_["world_size"] = group_.size();
+    provenance_["launcher"] = group_.env.source;
+    write_run_manifest(folder_, provenance_);
+  }
+}
+
+float Trainer::average_over_ranks(float value) {
+  if (group_.world) group_.world->all_reduce(&value, 1, ReduceOp::kAvg);
+  return value;
 }
 
 bool Trainer::train_step(int64_t step) {
@@ -137,11 +210,14 @@ bool Trainer::train_step(int64_t step) {
   for (int64_t j = 0; j < accum; ++j) {
     loader_.next(batch_, step, j);
     loss += model_->forward(batch_);
+    if (ddp_ && j == accum - 1) ddp_->arm();  // only the last micro-step communicates
     model_->backward(batch_, 1.0f / static_cast<float>(accum));
   }
-  loss /= static_cast<double>(accum);
+  last_exposed_comm_s_ = ddp_ ? ddp_->finish() : 0.0;
+  loss = average_over_ranks(static_cast<float>(loss / static_cast<double>(accum)));
   if (step + 1 == nan_step_) loss = std::nan("");
   const int64_t n = model_->num_params();
+  // Every replica holds the same averaged gradient, so the norm needs no communication.
   double norm = std::sqrt(grad_sum_squares(model_->grads(), n));
   last_loss_ = loss;
   last_norm_ = norm;
@@ -149,12 +225,11 @@ bool Trainer::train_step(int64_t step) {
     std::string what = fmt::format("non-finite {} ({}) at step {}",
                                    std::isfinite(loss) ? "gradient norm" : "loss",
                                    std::isfinite(loss) ? norm : loss, step + 1);
+    progress_.interrupt();
     if (config_.train.on_nonfinite == "stop") {
-      progress_.interrupt();
       throw NonFiniteError(fmt::format("{}; stopping. The last good checkpoint is {}", what,
                                        last_checkpoint_));
     }
-    progress_.interrupt();
     log_.info("{}; skipping this update (train.on_nonfinite = \"skip\")", what);
     ++skipped_;
     return false;
@@ -168,76 +243,92 @@ bool Trainer::train_step(int64_t step) {
   return true;
 }
 
-EvalResult Trainer::eval_and_record(int64_t step) {
-  EvalResult r = evaluate(*model_, *data_.val, eval_batch_, config_.train.micro_batch,
-                          config_.train.eval_batches);
-  nlohmann::json rec = {{"step", step}, {"val_loss", r.loss}, {"val_examples", r.examples}};
-  std::string line = fmt::format("step {}: validation loss {:.4f}", step, r.loss);
+void Trainer::eval_and_record(int64_t step, bool final) {
+  EvalSums sums = evaluate(*model_, *data_.val, eval_batch_, config_.train.micro_batch,
+                           config_.train.eval_batches, rank_, dp_size_);
+  if (group_.world) {
+    float v[3] = {static_cast<float>(sums.loss_sum), static_cast<float>(sums.examples),
+                  static_cast<float>(sums.correct)};
+    group_.world->all_reduce(v, 3, ReduceOp::kSum);
+    sums = EvalSums{.loss_sum = v[0], .examples = v[1], .correct = v[2]};
+  }
+  nlohmann::json rec = {{"step", step}, {"val_loss", sums.loss()}, {"val_examples", sums.examples}};
+  std::string line = fmt::format("step {}: validation loss {:.4f}", step, sums.loss());
   if (data_.tokenizer) {
-    double bpb = r.loss / std::log(2.0) / data_.val_bytes_per_token;
+    double bpb = sums.loss() / std::log(2.0) / data_.val_bytes_per_token;
     rec["val_bits_per_byte"] = bpb;
     line += fmt::format(" = {:.3f} bits/byte (unigram baseline {:.3f})", bpb,
                         data_.unigram_bits_per_byte);
+    if (final) summary_["unigram_bits_per_byte"] = data_.unigram_bits_per_byte;
   }
-  if (r.accuracy >= 0) {
-    rec["val_accuracy"] = r.accuracy;
-    line += fmt::format(", accuracy {:.2f}%", 100 * r.accuracy);
+  if (config_.model.kind == "mlp") {
+    rec["val_accuracy"] = sums.accuracy();
+    line += fmt::format(", accuracy {:.2f}%", 100 * sums.accuracy());
   }
-  metrics_.write(rec);
+  if (final) summary_.update(rec);
+  record(rec);
   progress_.interrupt();
   log_.line(line);
-  return r;
 }
 
-nlohmann::json Trainer::checkpoint_extra(int64_t step) const {
-  return {{"sampler", loader_.sampler().state(step)},
-          {"config", config_.to_toml()},
-          {"provenance", provenance_}};
-}
-
-std::string Trainer::checkpoint(int64_t step) {
+void Trainer::checkpoint(int64_t step) {
+  if (rank_ != 0) return;  // replicas are identical: rank 0 saves for all
   Stopwatch watch;
-  SavedState state{.step = step, .updates = updates_, .extra = checkpoint_extra(step)};
+  SavedState state{.step = step,
+                   .updates = updates_,
+                   .extra = {{"sampler", loader_.sampler().state(step)},
+                             {"config", config_.to_toml()},
+                             {"provenance", provenance_}}};
   last_checkpoint_ =
       save_checkpoint(folder_.checkpoints(), state, *model_, *optimizer_,
                       static_cast<int>(config_.train.keep_checkpoints), data_.tokenizer_file);
   progress_.interrupt();
   log_.info("checkpoint {} ({:.0f} ms)", last_checkpoint_, watch.millis());
-  return last_checkpoint_;
 }
 
 int Trainer::run() {
   start_or_resume();
   const TrainConfig& t = config_.train;
-  const int64_t end = config_.run.stop_after > 0 ? std::min(t.steps, start_step_ + config_.run.stop_after) : t.steps;
-  const double tokens_per_step = static_cast<double>(t.micro_batch * t.grad_accum) *
-                                 tokens_per_example();
+  const int64_t stop = config_.run.stop_after;
+  const int64_t end = stop > 0 ? std::min(t.steps, start_step_ + stop) : t.steps;
+  const double tokens_per_step =
+      static_cast<double>(t.micro_batch * t.grad_accum * dp_size_) * tokens_per_example();
+  CommStats* stats = group_.world ? &group_.world->stats() : nullptr;
   Stopwatch run_watch;
   int64_t last_saved = start_step_;
   for (int64_t step = start_step_; step < end; ++step) {
+    const int64_t sent_before = stats ? stats->total().bytes_sent : 0;
     Stopwatch step_watch;
     bool applied = train_step(step);
-    double ms = step_watch.millis();
+    const double ms = step_watch.millis();
     const int64_t done = step + 1;
-    double lr = lr_at(schedule_, step);
-    metrics_.write({{"step", done},
-                    {"loss", last_loss_},
-                    {"lr", lr},
-                    {"grad_norm", last_norm_},
-                    {"tokens_per_s", tokens_per_step / (ms / 1e3)},
-                    {"ms_per_step", ms},
-                    {"skipped", !applied}});
-    double avg_s = run_watch.seconds() / static_cast<double>(done - start_step_);
-    std::string line = progress_.update({.step = done,
-                                         .total = t.steps,
-                                         .loss = last_loss_,
-                                         .lr = lr,
-                                         .grad_norm = last_norm_,
-                                         .tokens_per_s = tokens_per_step / (ms / 1e3),
-                                         .ms_per_step = ms,
-                                         .eta_s = avg_s * static_cast<double>(end - done)});
-    if (!line.empty()) progress_.on_terminal() ? log_.file_only(line) : log_.line(line);
-    if (t.eval_every > 0 && done % t.eval_every == 0 && done != t.steps) eval_and_record(done);
+    const double lr = lr_at(schedule_, step);
+    nlohmann::json rec = {{"step", done},
+                          {"loss", last_loss_},
+                          {"lr", lr},
+                          {"grad_norm", last_norm_},
+                          {"tokens_per_s", tokens_per_step / (ms / 1e3)},
+                          {"ms_per_step", ms},
+                          {"skipped", !applied}};
+    if (stats) {
+      rec["comm_sent_bytes"] = stats->total().bytes_sent - sent_before;
+      rec["comm_exposed_ms"] = last_exposed_comm_s_ * 1e3;
+    }
+    record(rec);
+    const double avg_s = run_watch.seconds() / static_cast<double>(done - start_step_);
+    if (rank_ == 0) {
+      log_line(progress_.update({.step = done,
+                                 .total = t.steps,
+                                 .loss = last_loss_,
+                                 .lr = lr,
+                                 .grad_norm = last_norm_,
+                                 .tokens_per_s = tokens_per_step / (ms / 1e3),
+                                 .ms_per_step = ms,
+                                 .eta_s = avg_s * static_cast<double>(end - done)}));
+    }
+    if (t.eval_every > 0 && done % t.eval_every == 0 && done != t.steps) {
+      eval_and_record(done, false);
+    }
     if (t.ckpt_every > 0 && done % t.ckpt_every == 0) {
       checkpoint(done);
       last_saved = done;
@@ -247,24 +338,18 @@ int Trainer::run() {
   if (end < t.steps) {
     if (last_saved != end) checkpoint(end);
     log_.info("stopped after step {} of {} (run.stop_after = {}); run again to continue", end,
-              t.steps, config_.run.stop_after);
+              t.steps, stop);
     return kExitOk;
   }
-  EvalResult final_eval = eval_and_record(t.steps);
+  eval_and_record(t.steps, true);
   if (last_saved != t.steps) checkpoint(t.steps);
-  nlohmann::json summary = {{"final", true},
-                            {"step", t.steps},
-                            {"val_loss", final_eval.loss},
-                            {"skipped_steps", skipped_},
-                            {"wall_s", run_watch.seconds()}};
-  if (data_.tokenizer) {
-    summary["val_bits_per_byte"] = final_eval.loss / std::log(2.0) / data_.val_bytes_per_token;
-    summary["unigram_bits_per_byte"] = data_.unigram_bits_per_byte;
-  }
-  if (final_eval.accuracy >= 0) summary["val_accuracy"] = final_eval.accuracy;
-  metrics_.write(summary);
+  summary_["final"] = true;
+  summary_["skipped_steps"] = skipped_;
+  summary_["wall_s"] = run_watch.seconds();
+  if (stats) summary_["comm"] = stats->summary();
+  record(summary_);
   log_.info("done: {} steps in {}; summary {}", t.steps - start_step_,
-            format_duration(run_watch.seconds()), summary.dump());
+            format_duration(run_watch.seconds()), summary_.dump());
   return kExitOk;
 }
 
@@ -272,7 +357,9 @@ int Trainer::run() {
 
 int train(const Config& config) {
   set_blas_threads(static_cast<int>(config.train.blas_threads));
-  Trainer trainer(config);
+  ProcessGroup group = join_process_group(config.comm, detect_dist_env());
+  detail::set_log_rank(group.rank());
+  Trainer trainer(config, group);
   return trainer.run();
 }
 

@@ -1,0 +1,56 @@
+#include "brigade/runtime/process_group.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "brigade/base/error.h"
+#include "brigade/comm/file_store.h"
+#include "brigade/comm/tcp_store.h"
+
+namespace brigade {
+
+namespace {
+
+std::shared_ptr<Store> open_store(const CommConfig& comm, const DistEnv& env,
+                                  std::chrono::milliseconds timeout) {
+  const char* dir = std::getenv(kStoreDirEnv);
+  bool use_file = comm.store == "file" || (comm.store == "auto" && dir && *dir);
+  if (use_file) {
+    if (!dir || !*dir) {
+      throw ConfigError(fmt::format("comm.store = \"file\": needs the folder in {} (brigade "
+                                    "launch sets it; or use comm.store = \"tcp\")",
+                                    kStoreDirEnv));
+    }
+    return std::make_shared<FileStore>(dir, timeout);
+  }
+  TcpStoreOptions options;
+  options.host = env.master_addr;
+  options.port = env.master_port;
+  options.is_server = env.rank == 0;
+  options.timeout = timeout;
+  options.rank = env.rank;
+  return std::make_shared<TcpStore>(options);
+}
+
+}  // namespace
+
+ProcessGroup join_process_group(const CommConfig& comm, const DistEnv& env) {
+  ProcessGroup group;
+  group.env = env;
+  if (env.world_size == 1) return group;
+  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(comm.timeout_s * 1000));
+  CommOptions& o = group.world_options;
+  o.backend = comm.backend;
+  o.rank = env.rank;
+  o.size = env.world_size;
+  o.group_name = "world";
+  o.store = open_store(comm, env, timeout);
+  o.timeout = timeout;
+  o.hostname = comm.host;
+  o.validate();
+  group.world = create_communicator(o);
+  return group;
+}
+
+}  // namespace brigade
