@@ -14,7 +14,7 @@ build: deps
 	@cmake --build --preset release -j $(JOBS)
 
 run: build
-	$(BRIGADE) train configs/default.toml
+	$(BRIGADE) launch --nproc 2 -- train configs/default.toml
 
 test: test-release test-asan
 

@@ -13,5 +13,6 @@ Command add_train(CLI::App& app);
 Command add_check_config(CLI::App& app);
 Command add_generate(CLI::App& app);
 Command add_tokenize(CLI::App& app);
+Command add_launch(CLI::App& app);
 
 }  // namespace brigade::cli

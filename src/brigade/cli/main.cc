@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
       {"check-config", brigade::cli::add_check_config(app)},
       {"generate", brigade::cli::add_generate(app)},
       {"tokenize", brigade::cli::add_tokenize(app)},
+      {"launch", brigade::cli::add_launch(app)},
   };
   try {
     app.parse(argc, argv);

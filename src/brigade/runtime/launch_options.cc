@@ -1,0 +1,63 @@
+// Checking `brigade launch` options, and making run ids.
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <random>
+
+#include "brigade/base/error.h"
+#include "brigade/runtime/launcher.h"
+
+namespace brigade {
+
+void LaunchOptions::validate() const {
+  auto fail = [](const std::string& option, const std::string& value, const std::string& allowed) {
+    throw ConfigError(option + " " + value + ": " + allowed);
+  };
+  if (nproc < 1 || nproc > 1024) fail("--nproc", std::to_string(nproc), "must be in [1, 1024]");
+  if (nnodes < 1 || nnodes > 65536)
+    fail("--nnodes", std::to_string(nnodes), "must be in [1, 65536]");
+  if (node_rank < 0 || node_rank >= nnodes) {
+    fail("--node-rank", std::to_string(node_rank),
+         "must be in [0, " + std::to_string(nnodes - 1) + "] (--nnodes " + std::to_string(nnodes) +
+             ")");
+  }
+  if (master_addr.empty()) fail("--master", "''", "the host is empty");
+  if (master_port < 0 || master_port > 65535) {
+    fail("--master", master_addr + ":" + std::to_string(master_port), "port must be in [1, 65535]");
+  }
+  if (nnodes > 1 && master_port == 0) {
+    fail("--master", master_addr,
+         "HOST:PORT with an explicit port is required with --nnodes " + std::to_string(nnodes) +
+             " (every node must name the same rendezvous)");
+  }
+  if (!std::isfinite(grace_s) || grace_s < 0 || grace_s > 3600) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", grace_s);
+    fail("--grace", text, "must be in [0, 3600] seconds");
+  }
+  if (!run_id.empty()) {
+    bool ok = run_id.size() <= 64;
+    for (char c : run_id)
+      ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
+    if (!ok) fail("--run-id", "'" + run_id + "'", "must be 1-64 characters of A-Z a-z 0-9 . _ -");
+  }
+  if (args.empty() || args[0].empty()) {
+    fail("worker command", "(none)",
+         "give it after --, e.g. brigade launch --nproc 2 -- train cfg.toml");
+  }
+}
+
+std::string make_run_id() {
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &utc);
+  std::random_device random;  // /dev/urandom: distinct across launches started the same second
+  char id[48];
+  std::snprintf(id, sizeof(id), "%s-%08x", stamp, static_cast<unsigned>(random()));
+  return id;
+}
+
+}  // namespace brigade

@@ -1,0 +1,50 @@
+#pragma once
+// `brigade launch`: starts the local workers of a job, one process per rank, and watches them
+// (DESIGN.md decision 6). Each worker gets torchrun's environment contract:
+//   RANK = node_rank * nproc + local rank    WORLD_SIZE = nnodes * nproc
+//   LOCAL_RANK, LOCAL_WORLD_SIZE = nproc     MASTER_ADDR, MASTER_PORT
+//   BRIGADE_RUN_ID: the same for all workers of a launch, different for every launch
+//   BRIGADE_STORE_DIR (single node only): a fresh empty folder for the rendezvous file store,
+//     removed when the launch ends; with nnodes > 1 the launcher's own value is passed on
+// so the worker finds its place with detect_dist_env() (runtime/dist_env.h) whether it was
+// started by this launcher, torchrun, srun or mpirun.
+//
+// Supervision: worker stdout/stderr are relayed line by line with a "[rank R] " prefix. When a
+// worker exits non-zero or dies by a signal, the launcher prints one line naming its rank and
+// status, sends SIGTERM to the others, SIGKILL after the grace period, reaps them all and
+// returns kExitWorkerFailed. SIGINT/SIGTERM/SIGHUP to the launcher are forwarded to the
+// workers the same way (a second one sends SIGKILL at once). No process is left behind: each
+// worker leads its own process group (killed as a whole when the worker ends), dies with the
+// launcher (PR_SET_PDEATHSIG), and the launcher, a child subreaper, kills and reaps any
+// descendant that escaped its group before it returns. Every wait is bounded.
+#include <string>
+#include <vector>
+
+namespace brigade {
+
+struct LaunchOptions {
+  int nproc = 1;                          // workers on this node (--nproc), in [1, 1024]
+  int nnodes = 1;                         // nodes in the job (--nnodes)
+  int node_rank = 0;                      // this node's index, in [0, nnodes) (--node-rank)
+  std::string master_addr = "127.0.0.1";  // rendezvous host (--master HOST:PORT)
+  int master_port = 0;                    // 0: pick a free loopback port (single node only)
+  double grace_s = 5;                     // SIGTERM -> SIGKILL delay in seconds (--grace)
+  bool exec_raw = false;          // run args[0] itself (--exec), not a subcommand of this binary
+  std::string run_id;             // BRIGADE_RUN_ID for the workers (--run-id); empty: a fresh one
+  std::vector<std::string> args;  // the worker command line
+
+  // Throws ConfigError naming the command-line option, its value and what is allowed.
+  void validate() const;
+};
+
+// Runs the workers to the end. Returns 0 when all exited 0, kExitWorkerFailed (7) when one
+// failed, 128 + signal number when the launcher was interrupted. Throws ConfigError for
+// invalid options (nothing started) and IoError when workers cannot be started (those already
+// started are killed first). Assumes the calling process has no other children: it reaps and,
+// at the end, kills every child it finds.
+int launch(const LaunchOptions& options);
+
+// A fresh run id: UTC time and 32 random bits, "20250101-120000-1a2b3c4d".
+std::string make_run_id();
+
+}  // namespace brigade

@@ -1,0 +1,60 @@
+// Workers started by Open MPI's mpirun bootstrap from OMPI_COMM_WORLD_* (no brigade launcher)
+// and train exactly like a `brigade launch` job of the same size: same algorithm, same data
+// slices, so the final weights are bitwise identical.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "brigade/base/file_io.h"
+#include "common/run_command.h"
+
+namespace brigade {
+namespace {
+
+using testing::make_temp_dir;
+using testing::run_command;
+
+const char* kConfig = R"(
+[run]
+name = "mpi"
+seed = 3
+[model]
+seq_len = 32
+d_model = 32
+n_layer = 2
+n_head = 2
+[train]
+micro_batch = 4
+steps = 10
+warmup = 2
+eval_every = 0
+eval_batches = 2
+ckpt_every = 0
+[comm]
+timeout_s = 60
+)";
+
+TEST(Mpirun, TwoRanksTrainAndMatchTheBrigadeLauncher) {
+  ASSERT_EQ(run_command("which mpirun").exit_code, 0)
+      << "mpirun missing: scripts/install-deps.sh installs openmpi-bin";
+  std::string dir = make_temp_dir("mpirun");
+  std::string config = dir + "/mpi.toml";
+  std::ofstream(config) << kConfig;
+  std::string bin = BRIGADE_BINARY;
+  // A port of our own so parallel tests do not collide on the default 29500.
+  int port = 20000 + static_cast<int>(getpid() % 20000);
+  auto mpi = run_command("mpirun -np 2 --allow-run-as-root --oversubscribe -x MASTER_PORT=" +
+                         std::to_string(port) + " " + bin + " train " + config +
+                         " --set run.out_dir=" + dir + "/mpi");
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.output;
+  EXPECT_NE(mpi.output.find("(openmpi), data parallel over 2"), std::string::npos) << mpi.output;
+  auto launch = run_command(bin + " launch --nproc 2 -- train " + config + " --set run.out_dir=" +
+                            dir + "/launch");
+  ASSERT_EQ(launch.exit_code, 0) << launch.output;
+  std::string a = read_file(dir + "/mpi/mpi/checkpoints/step_00000010/model.safetensors");
+  std::string b = read_file(dir + "/launch/mpi/checkpoints/step_00000010/model.safetensors");
+  EXPECT_TRUE(a == b) << "mpirun and brigade launch trained different weights";
+}
+
+}  // namespace
+}  // namespace brigade
