@@ -19,6 +19,7 @@
 #include "brigade/kernels/cpu/layernorm.h"
 #include "brigade/kernels/cpu/matmul.h"
 #include "brigade/kernels/cpu/residual.h"
+#include "brigade/monitor/op_profiler.h"
 
 namespace brigade {
 
@@ -30,7 +31,9 @@ void require_positive(const char* key, int64_t value) {
                       ": must be > 0");
 }
 
-void zero(std::vector<float>& v, int64_t n) {
+// Zeroes an activation-gradient buffer before a kernel that accumulates into it.
+void zero(OpProfiler* profiler, std::vector<float>& v, int64_t n) {
+  ScopedOp scope(profiler, Op::kZeroFill);
   std::fill(v.begin(), v.begin() + n, 0.0f);
 }
 
@@ -158,7 +161,8 @@ void Gpt::run_forward(const Batch& batch) {
   const int64_t NH = config_.n_head, V = config_.vocab, BT = B * T;
   const float* p = params();
 
-  encoder_forward(encoded_.data(), batch.tokens.data(), p + wte_, p + wpe_, B, T, C);
+  timed(profiler_, Op::kEncoderForward, encoder_forward, encoded_.data(), batch.tokens.data(),
+        p + wte_, p + wpe_, B, T, C);
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     const BlockParams& w = blocks_[l];
     const float* residual = l == 0 ? encoded_.data() : layer(residual3_, l - 1, C);
@@ -176,21 +180,30 @@ void Gpt::run_forward(const Batch& batch) {
     float* fch_gelu = layer(fch_gelu_, l, 4 * C);
     float* residual3 = layer(residual3_, l, C);
 
-    layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, p + w.ln1_w, p + w.ln1_b, BT, C);
-    matmul_forward(qkv, ln1, p + w.attn_w, p + w.attn_b, BT, C, 3 * C);
-    attention_forward(atty, lse, qkv, B, T, C, NH);
-    matmul_forward(scratch_btc_.data(), atty, p + w.attn_proj_w, p + w.attn_proj_b, BT, C, C);
-    residual_forward(residual2, residual, scratch_btc_.data(), BT * C);
-    layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, p + w.ln2_w, p + w.ln2_b, BT, C);
-    matmul_forward(fch, ln2, p + w.fc_w, p + w.fc_b, BT, C, 4 * C);
-    gelu_forward(fch_gelu, fch, BT * 4 * C);
-    matmul_forward(scratch_btc_.data(), fch_gelu, p + w.fc_proj_w, p + w.fc_proj_b, BT, 4 * C, C);
-    residual_forward(residual3, residual2, scratch_btc_.data(), BT * C);
+    timed(profiler_, Op::kLayernormForward, layernorm_forward, ln1, ln1_mean, ln1_rstd, residual,
+          p + w.ln1_w, p + w.ln1_b, BT, C);
+    timed(profiler_, Op::kMatmulForward, matmul_forward, qkv, ln1, p + w.attn_w, p + w.attn_b, BT,
+          C, 3 * C);
+    timed(profiler_, Op::kAttentionForward, attention_forward, atty, lse, qkv, B, T, C, NH);
+    timed(profiler_, Op::kMatmulForward, matmul_forward, scratch_btc_.data(), atty,
+          p + w.attn_proj_w, p + w.attn_proj_b, BT, C, C);
+    timed(profiler_, Op::kResidualForward, residual_forward, residual2, residual,
+          scratch_btc_.data(), BT * C);
+    timed(profiler_, Op::kLayernormForward, layernorm_forward, ln2, ln2_mean, ln2_rstd, residual2,
+          p + w.ln2_w, p + w.ln2_b, BT, C);
+    timed(profiler_, Op::kMatmulForward, matmul_forward, fch, ln2, p + w.fc_w, p + w.fc_b, BT, C,
+          4 * C);
+    timed(profiler_, Op::kGeluForward, gelu_forward, fch_gelu, fch, BT * 4 * C);
+    timed(profiler_, Op::kMatmulForward, matmul_forward, scratch_btc_.data(), fch_gelu,
+          p + w.fc_proj_w, p + w.fc_proj_b, BT, 4 * C, C);
+    timed(profiler_, Op::kResidualForward, residual_forward, residual3, residual2,
+          scratch_btc_.data(), BT * C);
   }
   const float* last = layer(residual3_, config_.n_layer - 1, C);
-  layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), last, p + lnf_w_, p + lnf_b_,
-                    BT, C);
-  matmul_forward(logits_.data(), lnf_.data(), p + wte_, nullptr, BT, C, V);
+  timed(profiler_, Op::kLayernormForward, layernorm_forward, lnf_.data(), lnf_mean_.data(),
+        lnf_rstd_.data(), last, p + lnf_w_, p + lnf_b_, BT, C);
+  timed(profiler_, Op::kMatmulForward, matmul_forward, logits_.data(), lnf_.data(), p + wte_,
+        nullptr, BT, C, V);
 }
 
 float Gpt::forward(const Batch& batch) {
@@ -200,8 +213,8 @@ float Gpt::forward(const Batch& batch) {
   backward_ready_ = false;
   if (batch.targets.empty()) return 0.0f;
   const int64_t BT = batch.size * seq_len_of(batch);
-  crossentropy_forward(losses_.data(), loss_lse_.data(), logits_.data(), batch.targets.data(), BT,
-                       config_.vocab);
+  timed(profiler_, Op::kCrossentropyForward, crossentropy_forward, losses_.data(), loss_lse_.data(),
+        logits_.data(), batch.targets.data(), BT, config_.vocab);
   double sum = 0.0;
   int64_t count = 0;
   for (int64_t i = 0; i < BT; ++i) {
@@ -234,14 +247,15 @@ void Gpt::backward(const Batch& batch, float loss_scale) {
   const float dloss = valid_targets_ > 0 ? loss_scale / static_cast<float>(valid_targets_) : 0.0f;
 
   // Head: dlogits in place, then the tied unembedding and ln_f.
-  crossentropy_backward(logits_.data(), logits_.data(), loss_lse_.data(), batch.targets.data(),
-                        dloss, BT, V);
-  zero(dbtc_, BT * C);
-  matmul_backward(dbtc_.data(), g + wte_, nullptr, logits_.data(), lnf_.data(), p + wte_, BT, C, V);
-  zero(dresidual_, BT * C);
-  layernorm_backward(dresidual_.data(), g + lnf_w_, g + lnf_b_, dbtc_.data(),
-                     layer(residual3_, config_.n_layer - 1, C), p + lnf_w_, lnf_mean_.data(),
-                     lnf_rstd_.data(), BT, C);
+  timed(profiler_, Op::kCrossentropyBackward, crossentropy_backward, logits_.data(), logits_.data(),
+        loss_lse_.data(), batch.targets.data(), dloss, BT, V);
+  zero(profiler_, dbtc_, BT * C);
+  timed(profiler_, Op::kMatmulBackward, matmul_backward, dbtc_.data(), g + wte_, nullptr,
+        logits_.data(), lnf_.data(), p + wte_, BT, C, V);
+  zero(profiler_, dresidual_, BT * C);
+  timed(profiler_, Op::kLayernormBackward, layernorm_backward, dresidual_.data(), g + lnf_w_,
+        g + lnf_b_, dbtc_.data(), layer(residual3_, config_.n_layer - 1, C), p + lnf_w_,
+        lnf_mean_.data(), lnf_rstd_.data(), BT, C);
   grad_ready(lnf_w_, layout_.total() - lnf_w_);
 
   float* dres = dresidual_.data();
@@ -255,32 +269,36 @@ void Gpt::backward(const Batch& batch, float loss_scale) {
     float* dbtc = dbtc_.data();
 
     // MLP branch: residual3 = residual2 + c_proj(gelu(c_fc(ln_2(residual2)))).
-    zero(dbt4c_a_, BT * 4 * C);
-    matmul_backward(dfch_gelu, g + w.fc_proj_w, g + w.fc_proj_b, dres, layer(fch_gelu_, l, 4 * C),
-                    p + w.fc_proj_w, BT, 4 * C, C);
-    zero(dbt4c_b_, BT * 4 * C);
-    gelu_backward(dfch, layer(fch_, l, 4 * C), dfch_gelu, BT * 4 * C);
-    zero(dbtc_, BT * C);
-    matmul_backward(dbtc, g + w.fc_w, g + w.fc_b, dfch, layer(ln2_, l, C), p + w.fc_w, BT, C,
-                    4 * C);
-    layernorm_backward(dres, g + w.ln2_w, g + w.ln2_b, dbtc, layer(residual2_, l, C), p + w.ln2_w,
-                       layer(ln2_mean_, l, 1), layer(ln2_rstd_, l, 1), BT, C);
+    zero(profiler_, dbt4c_a_, BT * 4 * C);
+    timed(profiler_, Op::kMatmulBackward, matmul_backward, dfch_gelu, g + w.fc_proj_w,
+          g + w.fc_proj_b, dres, layer(fch_gelu_, l, 4 * C), p + w.fc_proj_w, BT, 4 * C, C);
+    zero(profiler_, dbt4c_b_, BT * 4 * C);
+    timed(profiler_, Op::kGeluBackward, gelu_backward, dfch, layer(fch_, l, 4 * C), dfch_gelu,
+          BT * 4 * C);
+    zero(profiler_, dbtc_, BT * C);
+    timed(profiler_, Op::kMatmulBackward, matmul_backward, dbtc, g + w.fc_w, g + w.fc_b, dfch,
+          layer(ln2_, l, C), p + w.fc_w, BT, C, 4 * C);
+    timed(profiler_, Op::kLayernormBackward, layernorm_backward, dres, g + w.ln2_w, g + w.ln2_b,
+          dbtc, layer(residual2_, l, C), p + w.ln2_w, layer(ln2_mean_, l, 1),
+          layer(ln2_rstd_, l, 1), BT, C);
 
     // Attention branch: residual2 = residual + c_proj(attn(c_attn(ln_1(residual)))).
-    zero(dbtc_, BT * C);
-    matmul_backward(dbtc, g + w.attn_proj_w, g + w.attn_proj_b, dres, layer(atty_, l, C),
-                    p + w.attn_proj_w, BT, C, C);
-    zero(dbt4c_a_, BT * 3 * C);
-    attention_backward(dqkv, dbtc, layer(qkv_, l, 3 * C), layer(atty_, l, C), lse, B, T, C, NH);
-    zero(dbtc_, BT * C);
-    matmul_backward(dbtc, g + w.attn_w, g + w.attn_b, dqkv, layer(ln1_, l, C), p + w.attn_w, BT, C,
-                    3 * C);
-    layernorm_backward(dres, g + w.ln1_w, g + w.ln1_b, dbtc, residual, p + w.ln1_w,
-                       layer(ln1_mean_, l, 1), layer(ln1_rstd_, l, 1), BT, C);
+    zero(profiler_, dbtc_, BT * C);
+    timed(profiler_, Op::kMatmulBackward, matmul_backward, dbtc, g + w.attn_proj_w,
+          g + w.attn_proj_b, dres, layer(atty_, l, C), p + w.attn_proj_w, BT, C, C);
+    zero(profiler_, dbt4c_a_, BT * 3 * C);
+    timed(profiler_, Op::kAttentionBackward, attention_backward, dqkv, dbtc, layer(qkv_, l, 3 * C),
+          layer(atty_, l, C), lse, B, T, C, NH);
+    zero(profiler_, dbtc_, BT * C);
+    timed(profiler_, Op::kMatmulBackward, matmul_backward, dbtc, g + w.attn_w, g + w.attn_b, dqkv,
+          layer(ln1_, l, C), p + w.attn_w, BT, C, 3 * C);
+    timed(profiler_, Op::kLayernormBackward, layernorm_backward, dres, g + w.ln1_w, g + w.ln1_b,
+          dbtc, residual, p + w.ln1_w, layer(ln1_mean_, l, 1), layer(ln1_rstd_, l, 1), BT, C);
     grad_ready(w.begin, w.end - w.begin);
   }
 
-  encoder_backward(g + wte_, g + wpe_, dres, batch.tokens.data(), B, T, C);
+  timed(profiler_, Op::kEncoderBackward, encoder_backward, g + wte_, g + wpe_, dres,
+        batch.tokens.data(), B, T, C);
   grad_ready(wte_, blocks_.front().begin - wte_);
 }
 

@@ -13,6 +13,7 @@
 #include "brigade/kernels/cpu/crossentropy.h"
 #include "brigade/kernels/cpu/gelu.h"
 #include "brigade/kernels/cpu/matmul.h"
+#include "brigade/monitor/op_profiler.h"
 
 namespace brigade {
 
@@ -80,13 +81,17 @@ float MlpClassifier::forward(const Batch& batch) {
   const float* x = batch.features.data();
   for (size_t i = 0; i + 1 < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
-    matmul_forward(pre_[i].data(), x, p + layer.weight, p + layer.bias, B, layer.in, layer.out);
-    gelu_forward(post_[i].data(), pre_[i].data(), B * layer.out);
+    timed(profiler_, Op::kMatmulForward, matmul_forward, pre_[i].data(), x, p + layer.weight,
+          p + layer.bias, B, layer.in, layer.out);
+    timed(profiler_, Op::kGeluForward, gelu_forward, post_[i].data(), pre_[i].data(),
+          B * layer.out);
     x = post_[i].data();
   }
   const Layer& head = layers_.back();
-  matmul_forward(logits_.data(), x, p + head.weight, p + head.bias, B, head.in, K);
-  crossentropy_forward(losses_.data(), lse_.data(), logits_.data(), batch.targets.data(), B, K);
+  timed(profiler_, Op::kMatmulForward, matmul_forward, logits_.data(), x, p + head.weight,
+        p + head.bias, B, head.in, K);
+  timed(profiler_, Op::kCrossentropyForward, crossentropy_forward, losses_.data(), lse_.data(),
+        logits_.data(), batch.targets.data(), B, K);
 
   double sum = 0.0;
   valid_targets_ = 0;
@@ -111,8 +116,8 @@ void MlpClassifier::backward(const Batch& batch, float loss_scale) {
   float* g = grads();
   const float dloss = valid_targets_ > 0 ? loss_scale / static_cast<float>(valid_targets_) : 0.0f;
 
-  crossentropy_backward(logits_.data(), logits_.data(), lse_.data(), batch.targets.data(), dloss, B,
-                        K);
+  timed(profiler_, Op::kCrossentropyBackward, crossentropy_backward, logits_.data(), logits_.data(),
+        lse_.data(), batch.targets.data(), dloss, B, K);
   // dout: gradient w.r.t. the current layer's output; dinp: w.r.t. its input.
   const float* dout = logits_.data();
   float* dpost = dact_a_.data();
@@ -122,13 +127,20 @@ void MlpClassifier::backward(const Batch& batch, float loss_scale) {
     const float* inp = i == 0 ? batch.features.data() : post_[i - 1].data();
     // The first layer's input is data: no gradient needed.
     float* dinp = i == 0 ? nullptr : dpost;
-    if (dinp) std::fill(dinp, dinp + B * layer.in, 0.0f);
-    matmul_backward(dinp, g + layer.weight, g + layer.bias, dout, inp, p + layer.weight, B,
-                    layer.in, layer.out);
+    if (dinp) {
+      ScopedOp scope(profiler_, Op::kZeroFill);
+      std::fill(dinp, dinp + B * layer.in, 0.0f);
+    }
+    timed(profiler_, Op::kMatmulBackward, matmul_backward, dinp, g + layer.weight, g + layer.bias,
+          dout, inp, p + layer.weight, B, layer.in, layer.out);
     grad_ready(layer.weight, layer.out * layer.in + layer.out);
     if (i == 0) break;
-    std::fill(dpre, dpre + B * layer.in, 0.0f);
-    gelu_backward(dpre, pre_[i - 1].data(), dpost, B * layer.in);
+    {
+      ScopedOp scope(profiler_, Op::kZeroFill);
+      std::fill(dpre, dpre + B * layer.in, 0.0f);
+    }
+    timed(profiler_, Op::kGeluBackward, gelu_backward, dpre, pre_[i - 1].data(), dpost,
+          B * layer.in);
     dout = dpre;  // dpost is free again for the next layer's input gradient
   }
 }

@@ -10,6 +10,8 @@
 
 namespace brigade {
 
+class OpProfiler;  // monitor/op_profiler.h
+
 // Called by backward when grads [offset, offset + count) are final for this backward pass,
 // so data parallelism can start reducing them while earlier layers still compute.
 using GradReadyHook = std::function<void(int64_t offset, int64_t count)>;
@@ -44,6 +46,10 @@ class Model {
 
   void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
 
+  // Times every kernel call of forward and backward into profiler (per op kind); null turns
+  // timing off. The profiler must outlive the model or be detached first.
+  void set_profiler(OpProfiler* profiler) { profiler_ = profiler; }
+
  protected:
   // Subclasses fill layout_ in their constructor, then call this.
   void allocate_params();
@@ -55,6 +61,7 @@ class Model {
   std::vector<float> params_;
   std::vector<float> grads_;
   GradReadyHook grad_ready_;
+  OpProfiler* profiler_ = nullptr;  // not owned; null: no timing
 };
 
 }  // namespace brigade
