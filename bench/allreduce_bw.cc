@@ -4,7 +4,8 @@
 // each rank actually moves in a ring; nccl-tests' definition), and checks the byte counters
 // against that formula.
 //
-//   build/release/bench/bench_allreduce_bw [--nproc N] [--max-mb M]
+//   build/release/bench/bench_allreduce_bw [--nproc N] [--max-mb M] [--bytes B]
+// --bytes measures that one payload size only.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,7 +22,8 @@
 
 namespace {
 
-void run_rank(int rank, int nproc, const std::string& store_dir, int64_t max_bytes) {
+void run_rank(int rank, int nproc, const std::string& store_dir, int64_t min_bytes,
+              int64_t max_bytes) {
   brigade::CommOptions o;
   o.rank = rank;
   o.size = nproc;
@@ -34,7 +36,7 @@ void run_rank(int rank, int nproc, const std::string& store_dir, int64_t max_byt
     std::printf("%12s %12s %12s %12s %14s\n", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s",
                 "sent/formula");
   }
-  for (int64_t bytes = 1024; bytes <= max_bytes; bytes *= 4) {
+  for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
     const int64_t n = bytes / 4;
     const int reps = bytes <= (1 << 20) ? 50 : (bytes <= (16 << 20) ? 10 : 4);
     comm->all_reduce(data.data(), n, brigade::ReduceOp::kSum);  // warm-up
@@ -60,10 +62,11 @@ void run_rank(int rank, int nproc, const std::string& store_dir, int64_t max_byt
 
 int main(int argc, char** argv) {
   int nproc = 2;
-  int64_t max_mb = 64;
+  int64_t min_bytes = 1024, max_bytes = int64_t{64} << 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--nproc")) nproc = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--max-mb")) max_mb = std::atoll(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--max-mb")) max_bytes = std::atoll(argv[i + 1]) << 20;
+    if (!std::strcmp(argv[i], "--bytes")) min_bytes = max_bytes = std::atoll(argv[i + 1]) / 4 * 4;
   }
   char tmpl[] = "/tmp/brigade-bench-XXXXXX";
   std::string store_dir = mkdtemp(tmpl);
@@ -72,7 +75,7 @@ int main(int argc, char** argv) {
     pid_t pid = fork();
     if (pid == 0) {
       try {
-        run_rank(r, nproc, store_dir, max_mb << 20);
+        run_rank(r, nproc, store_dir, min_bytes, max_bytes);
         std::fflush(stdout);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "rank %d: %s\n", r, e.what());
