@@ -14,5 +14,7 @@ Command add_check_config(CLI::App& app);
 Command add_generate(CLI::App& app);
 Command add_tokenize(CLI::App& app);
 Command add_launch(CLI::App& app);
+Command add_export(CLI::App& app);
+Command add_import(CLI::App& app);
 
 }  // namespace brigade::cli

@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
       {"generate", brigade::cli::add_generate(app)},
       {"tokenize", brigade::cli::add_tokenize(app)},
       {"launch", brigade::cli::add_launch(app)},
+      {"export", brigade::cli::add_export(app)},
+      {"import", brigade::cli::add_import(app)},
   };
   try {
     app.parse(argc, argv);

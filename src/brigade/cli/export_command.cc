@@ -1,0 +1,123 @@
+// brigade export: writes a GPT checkpoint as a Hugging Face GPT2LMHeadModel folder
+// (model.safetensors + config.json, and the run's BPE merges when it has them).
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "brigade/base/error.h"
+#include "brigade/base/file_io.h"
+#include "brigade/ckpt/checkpoint.h"
+#include "brigade/ckpt/hf_gpt2.h"
+#include "brigade/ckpt/manifest.h"
+#include "brigade/cli/commands.h"
+#include "brigade/model/gpt.h"
+#include "brigade/runtime/config.h"
+
+namespace brigade::cli {
+
+namespace {
+
+constexpr const char* kModelFile = "model.safetensors";  // train/checkpointing.cc's names
+constexpr const char* kMergesFile = "tokenizer.bpe";
+
+struct ExportArgs {
+  std::string ckpt;
+  std::string format = "hf";
+  std::string out;
+};
+
+bool is_dir(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// A checkpoint folder, or a run folder / checkpoints root whose newest valid checkpoint is used
+// (as `brigade generate --ckpt` resolves it).
+std::string resolve_checkpoint(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  if (!is_dir(path)) throw IoError(fmt::format("checkpoint not found: {}", path));
+  if (is_dir(path + "/checkpoints")) {  // a run folder
+    if (auto reader = CheckpointReader::open_latest_valid(path + "/checkpoints")) {
+      return reader->dir();
+    }
+  } else if (parse_step_dir_name(path.substr(path.find_last_of('/') + 1))) {
+    return path;  // one checkpoint: opening it verifies its checksums
+  } else if (auto reader = CheckpointReader::open_latest_valid(path)) {
+    return reader->dir();  // a checkpoints root
+  }
+  throw CheckpointError(fmt::format("no valid checkpoint in {}", path));
+}
+
+int run_export(const ExportArgs& args) {
+  if (args.format != "hf") {
+    throw ConfigError(fmt::format("--format = \"{}\": allowed values are \"hf\"", args.format));
+  }
+  const std::string dir = resolve_checkpoint(args.ckpt);
+  // Writing model.safetensors into the checkpoint itself would break its checksums.
+  std::error_code ec;
+  if (std::filesystem::equivalent(dir, args.out, ec)) {
+    throw ConfigError(
+        fmt::format("--out = \"{}\" is the checkpoint folder itself; choose "
+                    "another folder",
+                    args.out));
+  }
+  CheckpointReader reader = CheckpointReader::open(dir);
+  if (!reader.state().contains("config") || !reader.state().at("config").is_string()) {
+    throw CheckpointError(fmt::format("{}/manifest.json holds no config", dir));
+  }
+  Config config = parse_config(reader.state().at("config").get<std::string>(), dir);
+  if (config.model.kind != "gpt") {
+    throw ConfigError(
+        fmt::format("model.kind = \"{}\" in {}: only GPT checkpoints export to Hugging Face GPT-2",
+                    config.model.kind, dir));
+  }
+  const GptConfig gpt{.vocab = config.model.vocab,
+                      .seq_len = config.model.seq_len,
+                      .d_model = config.model.d_model,
+                      .n_layer = config.model.n_layer,
+                      .n_head = config.model.n_head};
+  Gpt model(gpt, 1);
+  for (const auto& spec : model.layout().specs()) {
+    reader.read(kModelFile, spec.name, model.params() + spec.offset, spec.shape);
+  }
+
+  save_hf_gpt2(args.out, gpt, model.layout(), model.params(),
+               {{"brigade_checkpoint", dir}, {"brigade_step", std::to_string(reader.step())}});
+  // The merges go along so `brigade import` (and a person) can tokenize as the model was
+  // trained. A byte-level model has none: drop a stale copy from an earlier export.
+  const std::string merges_out = args.out + "/" + kMergesFile;
+  const bool has_merges = reader.manifest().files.count(kMergesFile) != 0;
+  if (has_merges) {
+    write_file_atomic(merges_out, read_file(dir + "/" + kMergesFile));
+  } else {
+    remove_all(merges_out);
+    fsync_dir(args.out);
+  }
+  std::printf(
+      "exported step %lld of %s to %s: %s (%zu tensors, %lld parameters, F32; "
+      "lm_head.weight omitted: it is tied to transformer.wte.weight), %s%s\n",
+      static_cast<long long>(reader.step()), dir.c_str(), args.out.c_str(), kHfWeightsFile,
+      model.layout().specs().size(), static_cast<long long>(model.num_params()), kHfConfigFile,
+      has_merges ? ", tokenizer.bpe (brigade's BPE merges, not an HF tokenizer)"
+                 : "; byte-level tokens (ids 0-255 are the raw bytes), no tokenizer file");
+  return 0;
+}
+
+}  // namespace
+
+Command add_export(CLI::App& app) {
+  auto args = std::make_shared<ExportArgs>();
+  auto* sub = app.add_subcommand("export",
+                                 "write a GPT checkpoint as a Hugging Face GPT2LMHeadModel folder");
+  sub->add_option("--ckpt", args->ckpt, "checkpoint folder, or a run folder (newest checkpoint)")
+      ->required();
+  sub->add_option("--format", args->format, "output format: hf (Hugging Face transformers)");
+  sub->add_option("--out", args->out, "output folder (created; files in it are replaced)")
+      ->required();
+  return [args]() { return run_export(*args); };
+}
+
+}  // namespace brigade::cli
