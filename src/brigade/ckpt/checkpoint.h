@@ -81,6 +81,11 @@ class CheckpointWriter {
 
 // A validated checkpoint folder. Tensor files are opened on first use; the object may be
 // shared between threads.
+// The checkpoint folder a user means by `path`: a checkpoint folder (step_N) itself, or the
+// newest valid checkpoint of a run folder (path/checkpoints) or of a checkpoints root.
+// Throws IoError if path does not exist, CheckpointError if it holds no valid checkpoint.
+std::string resolve_checkpoint_dir(std::string path);
+
 class CheckpointReader {
  public:
   // Validates <dir>: manifest.json parses, every listed file exists with the recorded size and

@@ -190,4 +190,23 @@ void CheckpointReader::read(const std::string& filename, const std::string& name
   f.read_f32(name, out, info.numel());
 }
 
+std::string resolve_checkpoint_dir(std::string path) {
+  auto is_dir = [](const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  };
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  if (!is_dir(path)) throw IoError("checkpoint not found: " + path);
+  if (is_dir(path + "/checkpoints")) {  // a run folder
+    if (auto reader = CheckpointReader::open_latest_valid(path + "/checkpoints")) {
+      return reader->dir();
+    }
+  } else if (parse_step_dir_name(path.substr(path.find_last_of('/') + 1))) {
+    return path;  // one checkpoint: opening it verifies its checksums
+  } else if (auto reader = CheckpointReader::open_latest_valid(path)) {
+    return reader->dir();  // a checkpoints root
+  }
+  throw CheckpointError("no valid checkpoint in " + path);
+}
+
 }  // namespace brigade

@@ -29,33 +29,11 @@ struct ExportArgs {
   std::string out;
 };
 
-bool is_dir(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// A checkpoint folder, or a run folder / checkpoints root whose newest valid checkpoint is used
-// (as `brigade generate --ckpt` resolves it).
-std::string resolve_checkpoint(std::string path) {
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  if (!is_dir(path)) throw IoError(fmt::format("checkpoint not found: {}", path));
-  if (is_dir(path + "/checkpoints")) {  // a run folder
-    if (auto reader = CheckpointReader::open_latest_valid(path + "/checkpoints")) {
-      return reader->dir();
-    }
-  } else if (parse_step_dir_name(path.substr(path.find_last_of('/') + 1))) {
-    return path;  // one checkpoint: opening it verifies its checksums
-  } else if (auto reader = CheckpointReader::open_latest_valid(path)) {
-    return reader->dir();  // a checkpoints root
-  }
-  throw CheckpointError(fmt::format("no valid checkpoint in {}", path));
-}
-
 int run_export(const ExportArgs& args) {
   if (args.format != "hf") {
     throw ConfigError(fmt::format("--format = \"{}\": allowed values are \"hf\"", args.format));
   }
-  const std::string dir = resolve_checkpoint(args.ckpt);
+  const std::string dir = resolve_checkpoint_dir(args.ckpt);
   // Writing model.safetensors into the checkpoint itself would break its checksums.
   std::error_code ec;
   if (std::filesystem::equivalent(dir, args.out, ec)) {

@@ -33,27 +33,6 @@ struct GenerateArgs {
   int64_t seed = 0;
 };
 
-bool is_dir(const std::string& path) {
-  struct stat st{};
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// A checkpoint folder, or a run folder / checkpoints root whose newest valid checkpoint is used.
-std::string resolve_checkpoint(std::string path) {
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  if (!is_dir(path)) throw IoError(fmt::format("checkpoint not found: {}", path));
-  if (is_dir(path + "/checkpoints")) {  // a run folder
-    if (auto reader = CheckpointReader::open_latest_valid(path + "/checkpoints")) {
-      return reader->dir();
-    }
-  } else if (auto step = parse_step_dir_name(path.substr(path.find_last_of('/') + 1))) {
-    return path;  // one checkpoint: opening it verifies its checksums
-  } else if (auto reader = CheckpointReader::open_latest_valid(path)) {
-    return reader->dir();  // a checkpoints root
-  }
-  throw CheckpointError(fmt::format("no valid checkpoint in {}", path));
-}
-
 // Samples from softmax(logits / temperature) restricted to the top_k largest logits.
 int32_t sample_token(const float* logits, int64_t V, const GenerateArgs& args,
                      std::vector<int32_t>& order, std::vector<double>& probs, uint64_t index) {
@@ -76,19 +55,19 @@ int32_t sample_token(const float* logits, int64_t V, const GenerateArgs& args,
 }
 
 int run_generate(const GenerateArgs& args) {
-  std::string dir = resolve_checkpoint(args.ckpt);
+  std::string dir = resolve_checkpoint_dir(args.ckpt);
   CheckpointReader reader = CheckpointReader::open(dir);
   if (!reader.state().contains("config")) {
     throw CheckpointError(fmt::format("{}/manifest.json holds no config", dir));
   }
   Config config = parse_config(reader.state().at("config").get<std::string>(), dir);
   if (config.model.kind != "gpt") {
-    throw ConfigError(fmt::format("model.kind = \"{}\": generate needs a gpt checkpoint",
-                                  config.model.kind));
+    throw ConfigError(
+        fmt::format("model.kind = \"{}\": generate needs a gpt checkpoint", config.model.kind));
   }
   std::unique_ptr<Tokenizer> tokenizer;
   std::string merges = dir + "/tokenizer.bpe";
-  struct stat st{};
+  struct stat st {};
   if (::stat(merges.c_str(), &st) == 0) {
     tokenizer = std::make_unique<BpeTokenizer>(BpeTokenizer::load(merges));
   } else {
@@ -114,8 +93,8 @@ int run_generate(const GenerateArgs& args) {
     std::copy(context.end() - n, context.end(), batch.tokens.begin());
     batch.seq_len = n;
     const float* logits = gpt.forward_logits(batch) + (n - 1) * V;
-    int32_t next = sample_token(logits, std::min<int64_t>(V, tokenizer->vocab_size()), args,
-                                order, probs, static_cast<uint64_t>(i));
+    int32_t next = sample_token(logits, std::min<int64_t>(V, tokenizer->vocab_size()), args, order,
+                                probs, static_cast<uint64_t>(i));
     context.push_back(next);
     std::string piece = tokenizer->decode(std::span<const int32_t>(&next, 1));
     std::fwrite(piece.data(), 1, piece.size(), stdout);
