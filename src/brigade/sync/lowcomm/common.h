@@ -1,0 +1,44 @@
+#pragma once
+// What every low-communication method in sync/lowcomm shares: finding the whole tensors of a
+// flat range, viewing a tensor as a matrix, and the wire-byte formulas of the two collectives
+// the methods use (so each method's bytes_per_step() is a formula the tests hold against the
+// Communicator's CommStats).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "brigade/comm/wire_traffic.h"
+#include "brigade/model/param_spec.h"
+
+namespace brigade {
+
+// The tensors of layout that make up [begin, end), in order. The range must consist of whole
+// tensors (methods that transform or factorise a tensor need all of it); otherwise throws
+// ConfigError naming `what`, the range and the tensor it cuts.
+std::vector<const ParamSpec*> whole_tensors_in_range(const ParamLayout& layout, int64_t begin,
+                                                     int64_t end, const std::string& what);
+
+// A tensor as a row-major matrix (rows, cols): 2-D as is, 1-D (n) as (1, n), 0-D as (1, 1),
+// higher ranks as (shape[0], product of the rest).
+struct MatrixShape {
+  int64_t rows = 1;
+  int64_t cols = 1;
+};
+MatrixShape as_matrix(const std::vector<int64_t>& shape);
+
+// Segment size of Gloo's ring all-reduce (gloo::AllreduceOptions' kMaxSegmentSize); the
+// byte tests check it against the Gloo header.
+inline constexpr int64_t kRingAllReduceSegmentBytes = int64_t{1} << 20;
+
+// Traffic of one rank in an all_gather(_bytes) of `bytes` from each of `world` ranks (ring):
+// (world - 1) * bytes each way.
+Traffic all_gather_equal_traffic(int64_t bytes, int world, int rank);
+
+// Traffic of one rank in an f32 all_reduce of n floats (Gloo ring; see wire_traffic.h).
+Traffic all_reduce_f32_traffic(int64_t n, int world, int rank);
+
+inline Traffic operator+(Traffic a, Traffic b) {
+  return Traffic{a.sent + b.sent, a.received + b.received};
+}
+
+}  // namespace brigade

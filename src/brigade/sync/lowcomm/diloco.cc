@@ -1,0 +1,165 @@
+#include "brigade/sync/lowcomm/diloco.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "brigade/base/check.h"
+#include "brigade/base/error.h"
+#include "brigade/sync/lowcomm/common.h"
+#include "brigade/sync/lowcomm/payload.h"
+
+namespace brigade {
+
+void DilocoConfig::validate() const {
+  if (!(outer_lr > 0.0f && std::isfinite(outer_lr))) {
+    throw ConfigError("diloco.outer_lr = " + std::to_string(outer_lr) + ": must be > 0");
+  }
+  if (!(momentum >= 0.0f && momentum < 1.0f)) {
+    throw ConfigError("diloco.momentum = " + std::to_string(momentum) + ": must be in [0, 1)");
+  }
+  if (int8_chunk < 1 || int8_chunk > int64_t{0xffffffff}) {
+    throw ConfigError("diloco.int8_chunk = " + std::to_string(int8_chunk) +
+                      ": must be in [1, 2^32 - 1]");
+  }
+}
+
+namespace {
+const DilocoConfig& validated(const DilocoConfig& c, int64_t begin, int64_t end) {
+  BRIGADE_CHECK(0 <= begin && begin <= end) << "range [" << begin << ", " << end << ")";
+  c.validate();
+  return c;
+}
+}  // namespace
+
+DilocoOuter::DilocoOuter(const DilocoConfig& config, const float* params, int64_t begin,
+                         int64_t end)
+    : config_(validated(config, begin, end)),
+      begin_(begin),
+      end_(end),
+      global_(params + begin, params + end),
+      momentum_(config.momentum > 0.0f ? end - begin : 0, 0.0f),
+      delta_(end - begin, 0.0f),
+      codec_(end - begin, config.int8_chunk) {
+  if (config_.wire == OuterWire::kInt8) payload_.resize(codec_.size_bytes());
+}
+
+void DilocoOuter::pseudo_gradient(const float* params, float* delta) const {
+  const float* local = params + begin_;
+  for (int64_t i = 0; i < end_ - begin_; ++i) delta[i] = global_[i] - local[i];
+}
+
+void DilocoOuter::apply_mean(const float* mean_delta, float* params) {
+  const int64_t n = end_ - begin_;
+  const float lr = config_.outer_lr, mu = config_.momentum;
+  if (momentum_.empty()) {
+    for (int64_t i = 0; i < n; ++i) global_[i] -= lr * mean_delta[i];
+  } else if (config_.nesterov) {
+    for (int64_t i = 0; i < n; ++i) {
+      momentum_[i] = mu * momentum_[i] + mean_delta[i];
+      global_[i] -= lr * (mean_delta[i] + mu * momentum_[i]);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      momentum_[i] = mu * momentum_[i] + mean_delta[i];
+      global_[i] -= lr * momentum_[i];
+    }
+  }
+  std::memcpy(params + begin_, global_.data(), sizeof(float) * n);
+}
+
+void DilocoOuter::outer_step(float* params, Communicator& comm) {
+  const int64_t n = end_ - begin_;
+  pseudo_gradient(params, delta_.data());
+  if (config_.wire == OuterWire::kF32) {
+    comm.all_reduce(delta_.data(), n, ReduceOp::kAvg);
+  } else {
+    const int world = comm.size();
+    const int64_t bytes = codec_.size_bytes();
+    codec_.encode(delta_.data(), payload_.data());
+    if (static_cast<int64_t>(gathered_.size()) < world * bytes) gathered_.resize(world * bytes);
+    comm.all_gather_bytes(payload_.data(), gathered_.data(), bytes);
+    for (int r = 0; r < world; ++r) {
+      try {
+        codec_.validate(gathered_.data() + r * bytes, bytes);
+      } catch (const PayloadError& e) {
+        throw PayloadError("diloco: from rank " + std::to_string(r) + ": " + e.what());
+      }
+    }
+    // Every replica (this one included) uses the dequantized values, summed in rank order.
+    std::fill(delta_.begin(), delta_.end(), 0.0f);
+    for (int r = 0; r < world; ++r) codec_.decode_add(gathered_.data() + r * bytes, delta_.data());
+    const float inv = 1.0f / static_cast<float>(world);
+    for (int64_t i = 0; i < n; ++i) delta_[i] *= inv;
+  }
+  apply_mean(delta_.data(), params);
+}
+
+int64_t DilocoOuter::payload_bytes() const {
+  return config_.wire == OuterWire::kF32 ? 4 * (end_ - begin_) : codec_.size_bytes();
+}
+
+Traffic DilocoOuter::bytes_per_step(int world, int rank) const {
+  if (config_.wire == OuterWire::kF32) return all_reduce_f32_traffic(end_ - begin_, world, rank);
+  return all_gather_equal_traffic(codec_.size_bytes(), world, rank);
+}
+
+std::vector<StateView> DilocoOuter::state_tensors() {
+  std::vector<StateView> out{{"diloco.global", global_.data(), begin_, end_}};
+  if (!momentum_.empty()) out.push_back({"diloco.momentum", momentum_.data(), begin_, end_});
+  return out;
+}
+
+FlatRange fragment_range(int64_t begin, int64_t end, int num_fragments, int fragment) {
+  BRIGADE_CHECK(begin <= end && num_fragments >= 1 && fragment >= 0 && fragment < num_fragments)
+      << "fragment " << fragment << " of " << num_fragments << " over [" << begin << ", " << end
+      << ")";
+  const int64_t n = end - begin, base = n / num_fragments, extra = n % num_fragments;
+  auto cut = [&](int64_t f) { return begin + f * base + std::min<int64_t>(f, extra); };
+  return FlatRange{cut(fragment), cut(fragment + 1)};
+}
+
+FlatRange fragment_range_aligned(const ParamLayout& layout, int64_t begin, int64_t end,
+                                 int num_fragments, int fragment) {
+  BRIGADE_CHECK(0 <= begin && begin <= end && end <= layout.total())
+      << "range [" << begin << ", " << end << ") of " << layout.total();
+  // Tensor boundaries inside the range, plus its ends.
+  auto nearest_boundary = [&](int64_t target, int64_t floor) {
+    int64_t best = end;
+    int64_t best_dist = end - target;
+    auto consider = [&](int64_t b) {
+      if (b < floor || b < begin || b > end) return;
+      const int64_t dist = b > target ? b - target : target - b;
+      if (dist < best_dist || (dist == best_dist && b < best)) {
+        best = b;
+        best_dist = dist;
+      }
+    };
+    consider(begin);
+    for (const ParamSpec& s : layout.specs()) consider(s.offset);
+    consider(end);
+    return best;
+  };
+  int64_t lo = begin;
+  for (int f = 1; f <= fragment; ++f) {
+    lo = nearest_boundary(fragment_range(begin, end, num_fragments, f).begin, lo);
+  }
+  int64_t hi = end;
+  if (fragment + 1 < num_fragments) {
+    hi = nearest_boundary(fragment_range(begin, end, num_fragments, fragment + 1).begin, lo);
+  }
+  return FlatRange{lo, hi};
+}
+
+int streaming_fragment_at(int64_t step, int64_t period, int num_fragments) {
+  BRIGADE_CHECK(step >= 1 && num_fragments >= 1 && num_fragments <= period)
+      << "step " << step << " period " << period << " fragments " << num_fragments;
+  const int64_t phase = step % period;
+  for (int f = 0; f < num_fragments; ++f) {
+    if ((int64_t{f + 1} * period / num_fragments) % period == phase) return f;
+  }
+  return -1;
+}
+
+}  // namespace brigade

@@ -1,0 +1,103 @@
+#pragma once
+// DiLoCo's outer step (Douillard et al. 2023; OpenDiLoCo; INTELLECT-1), over one flat range.
+//
+// M replicas start an outer round from the same theta_global and each takes H inner steps of
+// its own optimizer. Then, over the range:
+//   Delta_i = theta_global - theta_local_i            (pseudo-gradient)
+//   Delta   = mean_i Delta_i                          (all_reduce avg, or int8 payloads)
+//   v = mu v + Delta;  theta_global -= lr (Delta + mu v)     (outer Nesterov SGD)
+//   theta_local = theta_global                        (inner optimizer state is kept)
+// With nesterov = false the update is heavy-ball: theta_global -= lr v.
+//
+// Wire: kF32 all-reduces 4n bytes (Gloo ring: 2 (W-1)/W * 4n per rank). kInt8 quantizes
+// Delta_i (int8_quant.h), all_gathers the W payloads of Int8Codec::size_bytes() each
+// ((W - 1) * size_bytes() per rank each way) and every replica dequantizes and averages them in
+// rank order, so all replicas hold bitwise-identical theta_global.
+//
+// Streaming DiLoCo syncs P fragments of the model on staggered schedules: fragment_range()
+// says which contiguous range fragment f covers, streaming_fragment_at() which fragment syncs
+// after an inner step; one DilocoOuter per fragment does the rest.
+#include <cstdint>
+#include <vector>
+
+#include "brigade/comm/communicator.h"
+#include "brigade/comm/wire_traffic.h"
+#include "brigade/model/param_spec.h"
+#include "brigade/sync/lowcomm/int8_quant.h"
+#include "brigade/sync/optimizer.h"
+
+namespace brigade {
+
+enum class OuterWire { kF32, kInt8 };
+
+struct DilocoConfig {
+  float outer_lr = 0.7f;  // > 0
+  float momentum = 0.9f;  // mu, in [0, 1)
+  bool nesterov = true;   // Nesterov (DiLoCo) or heavy-ball outer momentum
+  OuterWire wire = OuterWire::kF32;
+  int64_t int8_chunk = int64_t{1} << 18;  // values per int8 chunk (one 1 KiB table each), >= 1
+  // Throws ConfigError naming the key ("diloco.outer_lr"), the value and what is allowed.
+  void validate() const;
+};
+
+class DilocoOuter {
+ public:
+  // Outer state for [begin, end): theta_global = params[begin, end) (params indexed by flat
+  // offset), v = 0.
+  DilocoOuter(const DilocoConfig& config, const float* params, int64_t begin, int64_t end);
+
+  // Collective over comm. params[begin, end) holds theta_local on entry and the new
+  // theta_global on return. Throws PayloadError / CommError on a bad payload or failed
+  // collective; the state is unchanged then.
+  void outer_step(float* params, Communicator& comm);
+
+  // The local halves, for tests: pseudo_gradient() writes Delta_i = theta_global - params into
+  // delta (end - begin values); apply_mean() takes the replicas' mean Delta and does the
+  // Nesterov update and the copy back into params.
+  void pseudo_gradient(const float* params, float* delta) const;
+  void apply_mean(const float* mean_delta, float* params);
+
+  // This rank's message: 4n bytes (kF32) or the int8 payload size.
+  int64_t payload_bytes() const;
+  // Bytes this rank sends and receives in one outer_step().
+  Traffic bytes_per_step(int world, int rank) const;
+
+  // "diloco.global" and (if momentum > 0) "diloco.momentum" over [begin, end).
+  std::vector<StateView> state_tensors();
+  const float* global() const { return global_.data(); }
+  int64_t begin() const { return begin_; }
+  int64_t end() const { return end_; }
+
+ private:
+  DilocoConfig config_;
+  int64_t begin_, end_;
+  std::vector<float> global_, momentum_, delta_;
+  Int8Codec codec_;
+  std::vector<uint8_t> payload_, gathered_;
+};
+
+// A contiguous range of the flat buffers.
+struct FlatRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+  bool operator==(const FlatRange&) const = default;
+};
+
+// Fragment f of num_fragments (P) over [begin, end): P contiguous pieces that tile the range in
+// order, sizes differing by at most one (the first (end - begin) % P are one longer).
+FlatRange fragment_range(int64_t begin, int64_t end, int num_fragments, int fragment);
+
+// The same cut moved to tensor boundaries of layout: cut f (1..P-1) is the tensor boundary in
+// [begin, end] nearest to the even cut (ties to the lower one), never before cut f - 1. A
+// fragment is empty when one tensor spans several even cuts.
+FlatRange fragment_range_aligned(const ParamLayout& layout, int64_t begin, int64_t end,
+                                 int num_fragments, int fragment);
+
+// Which fragment syncs after inner step `step` (1-based count of finished inner steps) when
+// every fragment syncs once per `period` (H) steps, staggered: fragment f syncs at steps
+// (f + 1) * H / P + m * H, m >= 0 (integer division). With P = 1 this is plain DiLoCo (every H
+// steps). Returns -1 when none does. Requires 1 <= P <= H.
+int streaming_fragment_at(int64_t step, int64_t period, int num_fragments);
+
+}  // namespace brigade
