@@ -131,6 +131,11 @@ void Gpt::build_layout() {
   }
   lnf_w_ = vec("ln_f.weight", C, Init::kOnes, R);
   lnf_b_ = vec("ln_f.bias", C, Init::kZeros, R);
+
+  // Layer groups for sharded parameters (ZeRO-3): embeddings, each block, ln_f.
+  param_groups_.push_back({wte_, blocks_.front().begin});
+  for (const BlockParams& b : blocks_) param_groups_.push_back({b.begin, b.end});
+  param_groups_.push_back({lnf_w_, layout_.total()});
 }
 
 int64_t Gpt::seq_len_of(const Batch& batch) const {
@@ -160,11 +165,24 @@ void Gpt::run_forward(const Batch& batch) {
   const int64_t B = batch.size, T = seq_len_of(batch), C = config_.d_model;
   const int64_t NH = config_.n_head, V = config_.vocab, BT = B * T;
   const float* p = params();
+  const int L = static_cast<int>(config_.n_layer);
 
+  // With a gatherer (ZeRO-3) each group is fetched before use, the next one prefetched while
+  // this one computes, and released after use; the head's groups stay for backward.
+  acquire_params(kEmbGroup);
+  prefetch_params(block_group(0));
   timed(profiler_, Op::kEncoderForward, encoder_forward, encoded_.data(), batch.tokens.data(),
         p + wte_, p + wpe_, B, T, C);
+  release_params(kEmbGroup);
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     const BlockParams& w = blocks_[l];
+    acquire_params(block_group(l));
+    if (l + 1 < L) {
+      prefetch_params(block_group(l + 1));
+    } else {
+      prefetch_params(lnf_group());
+      prefetch_params(kEmbGroup);  // the unembedding is tied to wte
+    }
     const float* residual = l == 0 ? encoded_.data() : layer(residual3_, l - 1, C);
     float* ln1 = layer(ln1_, l, C);
     float* ln1_mean = layer(ln1_mean_, l, 1);
@@ -198,7 +216,10 @@ void Gpt::run_forward(const Batch& batch) {
           p + w.fc_proj_w, p + w.fc_proj_b, BT, 4 * C, C);
     timed(profiler_, Op::kResidualForward, residual_forward, residual3, residual2,
           scratch_btc_.data(), BT * C);
+    release_params(block_group(l));
   }
+  acquire_params(lnf_group());
+  acquire_params(kEmbGroup);
   const float* last = layer(residual3_, config_.n_layer - 1, C);
   timed(profiler_, Op::kLayernormForward, layernorm_forward, lnf_.data(), lnf_mean_.data(),
         lnf_rstd_.data(), last, p + lnf_w_, p + lnf_b_, BT, C);
@@ -245,8 +266,13 @@ void Gpt::backward(const Batch& batch, float loss_scale) {
   float* g = grads();
   // d(mean loss)/d(loss of one position) = 1 / count; no valid target means no gradient.
   const float dloss = valid_targets_ > 0 ? loss_scale / static_cast<float>(valid_targets_) : 0.0f;
+  const int L = static_cast<int>(config_.n_layer);
 
-  // Head: dlogits in place, then the tied unembedding and ln_f.
+  // Head: dlogits in place, then the tied unembedding and ln_f. Their groups are normally still
+  // resident from forward; the last block is prefetched meanwhile.
+  acquire_params(lnf_group());
+  acquire_params(kEmbGroup);
+  prefetch_params(block_group(L - 1));
   timed(profiler_, Op::kCrossentropyBackward, crossentropy_backward, logits_.data(), logits_.data(),
         loss_lse_.data(), batch.targets.data(), dloss, BT, V);
   zero(profiler_, dbtc_, BT * C);
@@ -256,11 +282,15 @@ void Gpt::backward(const Batch& batch, float loss_scale) {
   timed(profiler_, Op::kLayernormBackward, layernorm_backward, dresidual_.data(), g + lnf_w_,
         g + lnf_b_, dbtc_.data(), layer(residual3_, config_.n_layer - 1, C), p + lnf_w_,
         lnf_mean_.data(), lnf_rstd_.data(), BT, C);
+  release_params(lnf_group());
+  release_params(kEmbGroup);  // the embedding backward reads no parameters
   grad_ready(lnf_w_, layout_.total() - lnf_w_);
 
   float* dres = dresidual_.data();
   for (int64_t l = config_.n_layer - 1; l >= 0; --l) {
     const BlockParams& w = blocks_[l];
+    acquire_params(block_group(l));
+    if (l > 0) prefetch_params(block_group(l - 1));
     const float* residual = l == 0 ? encoded_.data() : layer(residual3_, l - 1, C);
     const float* lse = layer(att_lse_, l, NH);
     float* dfch_gelu = dbt4c_a_.data();
@@ -281,6 +311,9 @@ void Gpt::backward(const Batch& batch, float loss_scale) {
     timed(profiler_, Op::kLayernormBackward, layernorm_backward, dres, g + w.ln2_w, g + w.ln2_b,
           dbtc, layer(residual2_, l, C), p + w.ln2_w, layer(ln2_mean_, l, 1),
           layer(ln2_rstd_, l, 1), BT, C);
+    // The MLP half of the block [ln_2, mlp.c_proj] is final: data parallelism can start on it
+    // while the attention half computes.
+    grad_ready(w.ln2_w, w.end - w.ln2_w);
 
     // Attention branch: residual2 = residual + c_proj(attn(c_attn(ln_1(residual)))).
     zero(profiler_, dbtc_, BT * C);
@@ -294,7 +327,8 @@ void Gpt::backward(const Batch& batch, float loss_scale) {
           layer(ln1_, l, C), p + w.attn_w, BT, C, 3 * C);
     timed(profiler_, Op::kLayernormBackward, layernorm_backward, dres, g + w.ln1_w, g + w.ln1_b,
           dbtc, residual, p + w.ln1_w, layer(ln1_mean_, l, 1), layer(ln1_rstd_, l, 1), BT, C);
-    grad_ready(w.begin, w.end - w.begin);
+    release_params(block_group(l));
+    grad_ready(w.begin, w.ln2_w - w.begin);
   }
 
   timed(profiler_, Op::kEncoderBackward, encoder_backward, g + wte_, g + wpe_, dres,

@@ -40,8 +40,13 @@ class Gpt : public Model {
   float forward(const Batch& batch) override;
 
   // Backward of the last forward (same batch; one backward per forward). Accumulates into grads()
-  // and reports each range as final: ln_f first, then blocks L-1 .. 0, and wte + wpe last (wte is
-  // tied to the head, so its gradient is complete only after the embedding backward).
+  // and reports each range as final: ln_f first, then blocks L-1 .. 0 (each as its MLP half
+  // [ln_2 .. mlp.c_proj], then its attention half [ln_1 .. attn.c_proj]), and wte + wpe last (wte
+  // is tied to the head, so its gradient is complete only after the embedding backward).
+  // Parameter groups (for a ParamGatherer): 0 = wte + wpe, 1 + l = block l, L + 1 = ln_f. Forward
+  // acquires each in order and releases it after use, except that the head (ln_f and the tied
+  // wte) stays acquired for backward; backward re-acquires the blocks from L-1 down and releases
+  // everything before the embedding backward, which reads no parameters.
   void backward(const Batch& batch, float loss_scale) override;
 
   // Runs forward without a loss and returns logits(). For sampling: pad a shorter prompt
@@ -65,6 +70,11 @@ class Gpt : public Model {
     int64_t ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
     int64_t begin, end;  // [begin, end): the block's whole range
   };
+  // Parameter groups (Model::param_groups()): embeddings, blocks 0..L-1, ln_f.
+  static constexpr int kEmbGroup = 0;
+  static int block_group(int64_t l) { return static_cast<int>(l) + 1; }
+  int lnf_group() const { return static_cast<int>(config_.n_layer) + 1; }
+
   void build_layout();
   void check_batch(const Batch& batch, bool need_targets) const;
   int64_t seq_len_of(const Batch& batch) const;

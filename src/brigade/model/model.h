@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "brigade/model/batch.h"
+#include "brigade/model/flat_buffer.h"
 #include "brigade/model/param_spec.h"
 
 namespace brigade {
@@ -16,11 +17,35 @@ class OpProfiler;  // monitor/op_profiler.h
 // so data parallelism can start reducing them while earlier layers still compute.
 using GradReadyHook = std::function<void(int64_t offset, int64_t count)>;
 
+// A layer group: a flat range [begin, end) whose parameters forward and backward read together
+// (GPT: the embeddings, each block, ln_f). Groups are disjoint and listed in flat order.
+struct ParamGroup {
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
+// Materialises parameter groups on demand, for strategies that keep only a shard of the
+// parameters resident (ZeRO-3 / FSDP). A model that lists param_groups() calls, around every
+// stretch of forward or backward that reads a group's parameters:
+//   prefetch(next)   a hint: the group will be needed soon; start fetching it (no wait)
+//   acquire(g)       returns once group g's parameters are in params() (fetching if needed)
+//   release(g)       the model will not read group g again until its next acquire
+// Calls may repeat (acquire of a resident group, release of a released one are no-ops).
+class ParamGatherer {
+ public:
+  virtual ~ParamGatherer() = default;
+  virtual void prefetch(int group) = 0;
+  virtual void acquire(int group) = 0;
+  virtual void release(int group) = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
 
   const ParamLayout& layout() const { return layout_; }
+  // params() and grads() hold num_params() elements (padded_size() with the zero tail that
+  // pad_flat_buffers() adds) and start on a page boundary.
   float* params() { return params_.data(); }
   const float* params() const { return params_.data(); }
   float* grads() { return grads_.data(); }
@@ -29,6 +54,21 @@ class Model {
 
   void zero_grads();
   void initialize(uint64_t seed) { layout_.initialize(params_.data(), seed); }
+
+  // Grows params and grads to padded >= num_params() elements (the tail stays zero and is never
+  // read by forward or backward), so sharded data parallelism can cut equal shards.
+  void pad_flat_buffers(int64_t padded);
+  int64_t padded_size() const { return params_.size(); }
+  // The buffers themselves, for strategies that release the pages of ranges they do not own.
+  FlatBuffer& param_buffer() { return params_; }
+  FlatBuffer& grad_buffer() { return grads_; }
+
+  // The model's layer groups in flat order; empty for a model that does not announce its
+  // parameter reads (it then needs all parameters resident).
+  const std::vector<ParamGroup>& param_groups() const { return param_groups_; }
+  // Installs (or with null removes) the gatherer that forward and backward call; the gatherer
+  // must outlive the model or be removed first.
+  void set_param_gatherer(ParamGatherer* gatherer) { gatherer_ = gatherer; }
 
   // The largest micro-batch the activation buffers were sized for.
   virtual int64_t max_batch() const = 0;
@@ -56,12 +96,24 @@ class Model {
   void grad_ready(int64_t offset, int64_t count) {
     if (grad_ready_) grad_ready_(offset, count);
   }
+  // ParamGatherer calls; no-ops without a gatherer.
+  void prefetch_params(int group) {
+    if (gatherer_) gatherer_->prefetch(group);
+  }
+  void acquire_params(int group) {
+    if (gatherer_) gatherer_->acquire(group);
+  }
+  void release_params(int group) {
+    if (gatherer_) gatherer_->release(group);
+  }
 
   ParamLayout layout_;
-  std::vector<float> params_;
-  std::vector<float> grads_;
+  std::vector<ParamGroup> param_groups_;  // subclasses that call the gatherer fill it
+  FlatBuffer params_;
+  FlatBuffer grads_;
   GradReadyHook grad_ready_;
-  OpProfiler* profiler_ = nullptr;  // not owned; null: no timing
+  ParamGatherer* gatherer_ = nullptr;  // not owned; null: every parameter is resident
+  OpProfiler* profiler_ = nullptr;     // not owned; null: no timing
 };
 
 }  // namespace brigade

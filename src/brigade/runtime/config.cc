@@ -68,6 +68,7 @@ std::vector<Field> fields(Config& c) {
       {"parallel", "dp", &c.parallel.dp},
       {"parallel", "bucket_mb", &c.parallel.bucket_mb},
       {"parallel", "grad_wire", &c.parallel.grad_wire},
+      {"parallel", "zero", &c.parallel.zero},
       {"comm", "backend", &c.comm.backend},
       {"comm", "timeout_s", &c.comm.timeout_s},
       {"comm", "store", &c.comm.store},

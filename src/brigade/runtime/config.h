@@ -65,6 +65,9 @@ struct ParallelConfig {
   int64_t dp = 0;                 // data-parallel replicas; 0 = every process of the job
   double bucket_mb = 1.0;         // DDP gradient bucket size (MiB of f32)
   std::string grad_wire = "f32";  // gradient payload on the wire: "f32" | "bf16" (f32 accumulation)
+  // Sharded data parallelism (docs/parallelism.md): 0 = DDP (everything replicated); ZeRO
+  // stage 1 shards optimizer state, 2 also gradients, 3 also parameters.
+  int64_t zero = 0;
 };
 
 struct CommConfig {

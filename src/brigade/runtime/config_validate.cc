@@ -108,6 +108,16 @@ void Config::validate() const {
   require_range(parallel.dp, "parallel.dp", 0, 1 << 20);
   require_real(parallel.bucket_mb, "parallel.bucket_mb", 0.0, 1 << 16, true);
   require_one_of(parallel.grad_wire, "parallel.grad_wire", {"f32", "bf16"});
+  require_range(parallel.zero, "parallel.zero", 0, 3);
+  require(parallel.zero < 3 || model.kind == "gpt", "parallel.zero", parallel.zero,
+          fmt::format("ZeRO-3 gathers parameters layer group by layer group, which model.kind = "
+                      "\"{}\" does not announce; use zero <= 2 or model.kind = \"gpt\"",
+                      model.kind));
+  require(parallel.zero <= 1 || parallel.grad_wire == "f32", "parallel.grad_wire",
+          fmt::format("\"{}\"", parallel.grad_wire),
+          fmt::format("must be \"f32\" with parallel.zero = {} (ZeRO-2/3 reduce-scatter f32 "
+                      "gradients; bf16 needs zero <= 1)",
+                      parallel.zero));
 
   require(!comm.backend.empty(), "comm.backend", "\"\"", "must name a backend (\"gloo\")");
   require_real(comm.timeout_s, "comm.timeout_s", 0.0, 86400.0, true);

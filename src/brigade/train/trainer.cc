@@ -1,8 +1,9 @@
 // The training loop. Each step: zero the gradients, run grad_accum micro-steps of forward +
-// backward (each scaled by 1/grad_accum; under data parallelism the last one reduces the
-// gradient buckets while backward runs), stop or skip on a non-finite loss, clip the global
-// gradient norm, update with the scheduled learning rate, record metrics; evaluate and
-// checkpoint on schedule. Every rank runs the same loop on its slice of the global batch.
+// backward (each scaled by 1/grad_accum; under data parallelism gradient buckets are reduced
+// while backward runs), stop or skip on a non-finite loss, clip the global gradient norm,
+// update with the scheduled learning rate, record metrics; evaluate and checkpoint on
+// schedule. Every rank runs the same loop on its slice of the global batch; how replicas agree
+// (DDP or a ZeRO stage, parallel.zero) is the DpStrategy's business (parallel/dp_strategy.h).
 #include "brigade/train/trainer.h"
 
 #include <fmt/format.h>
@@ -18,7 +19,7 @@
 #include "brigade/monitor/metrics.h"
 #include "brigade/monitor/progress.h"
 #include "brigade/monitor/timer.h"
-#include "brigade/parallel/ddp.h"
+#include "brigade/parallel/dp_strategy.h"
 #include "brigade/runtime/process_group.h"
 #include "brigade/runtime/run_folder.h"
 #include "brigade/sync/grad_clip.h"
@@ -56,9 +57,10 @@ OptimizerConfig optimizer_config(const TrainConfig& t) {
 int64_t dp_degree(const Config& config, const ProcessGroup& group) {
   int64_t dp = config.parallel.dp == 0 ? group.size() : config.parallel.dp;
   if (dp != group.size()) {
-    throw ConfigError(fmt::format("parallel.dp = {}: the job has {} processes (dp = 0 uses them "
-                                  "all)",
-                                  config.parallel.dp, group.size()));
+    throw ConfigError(
+        fmt::format("parallel.dp = {}: the job has {} processes (dp = 0 uses them "
+                    "all)",
+                    config.parallel.dp, group.size()));
   }
   return dp;
 }
@@ -74,8 +76,13 @@ class Trainer {
         log_(rank_, folder_.rank_log_path(rank_), rank_ == 0),
         data_(load_training_data(config, folder_)),
         model_(make_model(config.model, config.train.micro_batch)),
-        optimizer_(make_optimizer(optimizer_config(config.train), model_->layout(), 0,
-                                  model_->num_params())),
+        sync_(make_dp_strategy(
+            group_.world.get(), *model_, optimizer_config(config.train),
+            DpOptions{
+                .zero = static_cast<int>(config.parallel.zero),
+                .bucket_elems = std::max<int64_t>(
+                    1, static_cast<int64_t>(config.parallel.bucket_mb * (1 << 20) / sizeof(float))),
+                .wire = config.parallel.grad_wire == "bf16" ? WireDtype::kBF16 : WireDtype::kF32})),
         loader_(*data_.train, SamplerOptions{.seed = static_cast<uint64_t>(config.run.seed),
                                              .micro_batch = config.train.micro_batch,
                                              .grad_accum = config.train.grad_accum,
@@ -90,14 +97,6 @@ class Trainer {
                            .warmup = config.train.warmup,
                            .total = config.train.steps};
     schedule_.validate();
-    if (group_.world) {
-      auto bucket = static_cast<int64_t>(config.parallel.bucket_mb * (1 << 20) / sizeof(float));
-      ddp_ = std::make_unique<DataParallel>(
-          *group_.world, *model_,
-          DdpOptions{.bucket_elems = std::max<int64_t>(1, bucket),
-                     .wire = config.parallel.grad_wire == "bf16" ? WireDtype::kBF16
-                                                                 : WireDtype::kF32});
-    }
   }
 
   int run();
@@ -128,8 +127,7 @@ class Trainer {
   Log log_;
   TrainingData data_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<Optimizer> optimizer_;
-  std::unique_ptr<DataParallel> ddp_;
+  std::unique_ptr<DpStrategy> sync_;  // DDP or ZeRO; owns this rank's optimizer
   DataLoader loader_;
   Batch batch_;
   Batch eval_batch_;
@@ -147,13 +145,15 @@ class Trainer {
   double last_loss_ = 0, last_norm_ = 0, last_exposed_comm_s_ = 0;
 };
 
-// Rank 0 reads the newest valid checkpoint; every rank receives its state by broadcast, so
-// ranks need not share a file system.
+// Rank 0 reads the newest valid checkpoint (full parameters and optimizer state); every rank
+// receives its part from rank 0 (all of it under DDP, its shard under ZeRO), so ranks need not
+// share a file system.
 void Trainer::restore() {
   std::string dir;
   int64_t header[3] = {0, 0, 0};  // found, step, updates
   if (rank_ == 0 && config_.run.resume == "auto") {
-    if (auto saved = load_latest_checkpoint(folder_.checkpoints(), *model_, *optimizer_, &dir)) {
+    if (auto saved =
+            load_latest_checkpoint(folder_.checkpoints(), *model_, sync_->load_target(), &dir)) {
       if (saved->extra.contains("sampler")) {
         loader_.sampler().resume_step(saved->extra.at("sampler").get<SamplerState>());
       }
@@ -162,15 +162,8 @@ void Trainer::restore() {
       header[2] = saved->updates;
     }
   }
-  if (group_.world) {
-    group_.world->broadcast_bytes(header, sizeof(header), 0);
-    ddp_->broadcast_parameters();
-    if (header[0]) {
-      for (const auto& view : optimizer_->state_tensors()) {
-        group_.world->broadcast(view.data, view.end - view.begin, 0);
-      }
-    }
-  }
+  if (group_.world) group_.world->broadcast_bytes(header, sizeof(header), 0);
+  sync_->distribute_from_rank0(header[0] != 0);
   if (header[0]) {
     start_step_ = header[1];
     updates_ = header[2];
@@ -180,14 +173,19 @@ void Trainer::restore() {
 }
 
 void Trainer::start_or_resume() {
-  log_.info("run folder {}; process {} of {} ({}), data parallel over {}", folder_.root, rank_,
-            group_.size(), group_.env.source, dp_size_);
+  log_.info("run folder {}; process {} of {} ({}), data parallel over {}{}", folder_.root, rank_,
+            group_.size(), group_.env.source, dp_size_,
+            sync_->zero_stage() > 0 ? fmt::format(" with ZeRO-{}", sync_->zero_stage())
+            : config_.parallel.zero > 0 && dp_size_ == 1
+                ? " (parallel.zero ignored: one process has nothing to shard)"
+                : "");
   log_.info("{}", data_.summary);
-  log_.info("model {}: {} parameters; optimizer {}; {} steps x {} micro-batches x {} ranks x {} "
-            "examples{}",
-            config_.model.kind, model_->num_params(), config_.train.optimizer,
-            config_.train.steps, config_.train.grad_accum, dp_size_, config_.train.micro_batch,
-            tokens_per_example() > 1 ? fmt::format(" of {} tokens", config_.context()) : "");
+  log_.info(
+      "model {}: {} parameters; optimizer {}; {} steps x {} micro-batches x {} ranks x {} "
+      "examples{}",
+      config_.model.kind, model_->num_params(), config_.train.optimizer, config_.train.steps,
+      config_.train.grad_accum, dp_size_, config_.train.micro_batch,
+      tokens_per_example() > 1 ? fmt::format(" of {} tokens", config_.context()) : "");
   model_->initialize(static_cast<uint64_t>(config_.run.seed));
   restore();
   if (rank_ == 0) {
@@ -205,30 +203,30 @@ float Trainer::average_over_ranks(float value) {
 
 bool Trainer::train_step(int64_t step) {
   const int64_t accum = config_.train.grad_accum;
-  model_->zero_grads();
+  sync_->start_step();
   double loss = 0;
   for (int64_t j = 0; j < accum; ++j) {
     loader_.next(batch_, step, j);
     loss += model_->forward(batch_);
-    if (ddp_ && j == accum - 1) ddp_->arm();  // only the last micro-step communicates
+    sync_->before_backward(j == accum - 1);
     model_->backward(batch_, 1.0f / static_cast<float>(accum));
   }
-  last_exposed_comm_s_ = ddp_ ? ddp_->finish() : 0.0;
+  last_exposed_comm_s_ = sync_->finish_gradients();
   loss = average_over_ranks(static_cast<float>(loss / static_cast<double>(accum)));
   if (step + 1 == nan_step_) loss = std::nan("");
-  const int64_t n = model_->num_params();
-  // Every replica holds the same averaged gradient, so the norm needs no communication.
-  double norm = std::sqrt(grad_sum_squares(model_->grads(), n));
+  // Collective under ZeRO (each rank holds one shard of the gradient), so every rank takes it
+  // before deciding anything from it.
+  double norm = std::sqrt(sync_->grad_sum_squares());
   last_loss_ = loss;
   last_norm_ = norm;
   if (!std::isfinite(loss) || !std::isfinite(norm)) {
-    std::string what = fmt::format("non-finite {} ({}) at step {}",
-                                   std::isfinite(loss) ? "gradient norm" : "loss",
-                                   std::isfinite(loss) ? norm : loss, step + 1);
+    std::string what =
+        fmt::format("non-finite {} ({}) at step {}", std::isfinite(loss) ? "gradient norm" : "loss",
+                    std::isfinite(loss) ? norm : loss, step + 1);
     progress_.interrupt();
     if (config_.train.on_nonfinite == "stop") {
-      throw NonFiniteError(fmt::format("{}; stopping. The last good checkpoint is {}", what,
-                                       last_checkpoint_));
+      throw NonFiniteError(
+          fmt::format("{}; stopping. The last good checkpoint is {}", what, last_checkpoint_));
     }
     log_.info("{}; skipping this update (train.on_nonfinite = \"skip\")", what);
     ++skipped_;
@@ -236,16 +234,20 @@ bool Trainer::train_step(int64_t step) {
   }
   if (config_.train.grad_clip > 0) {
     float scale = clip_scale(norm, static_cast<float>(config_.train.grad_clip));
-    if (scale < 1.0f) scale_grads(model_->grads(), n, scale);
+    if (scale < 1.0f) sync_->scale_grads(scale);
   }
   ++updates_;
-  optimizer_->step(model_->params(), model_->grads(), 0, n, lr_at(schedule_, step), updates_);
+  sync_->step(lr_at(schedule_, step), updates_);
   return true;
 }
 
 void Trainer::eval_and_record(int64_t step, bool final) {
+  // Ranks evaluate different numbers of batches, so parameters sharded by ZeRO-3 are gathered
+  // once for the whole pass instead of layer by layer (which would need every rank's forwards).
+  sync_->begin_full_params();
   EvalSums sums = evaluate(*model_, *data_.val, eval_batch_, config_.train.micro_batch,
                            config_.train.eval_batches, rank_, dp_size_);
+  sync_->end_full_params();
   if (group_.world) {
     float v[3] = {static_cast<float>(sums.loss_sum), static_cast<float>(sums.examples),
                   static_cast<float>(sums.correct)};
@@ -271,17 +273,23 @@ void Trainer::eval_and_record(int64_t step, bool final) {
   log_.line(line);
 }
 
+// Rank 0 writes the full state: its own under DDP (replicas are identical); under ZeRO the
+// strategy first gathers parameters and optimizer shards to it (a collective every rank joins).
 void Trainer::checkpoint(int64_t step) {
-  if (rank_ != 0) return;  // replicas are identical: rank 0 saves for all
   Stopwatch watch;
-  SavedState state{.step = step,
-                   .updates = updates_,
-                   .extra = {{"sampler", loader_.sampler().state(step)},
-                             {"config", config_.to_toml()},
-                             {"provenance", provenance_}}};
-  last_checkpoint_ =
-      save_checkpoint(folder_.checkpoints(), state, *model_, *optimizer_,
-                      static_cast<int>(config_.train.keep_checkpoints), data_.tokenizer_file);
+  Optimizer* full = sync_->begin_save();
+  if (rank_ == 0) {
+    SavedState state{.step = step,
+                     .updates = updates_,
+                     .extra = {{"sampler", loader_.sampler().state(step)},
+                               {"config", config_.to_toml()},
+                               {"provenance", provenance_}}};
+    last_checkpoint_ =
+        save_checkpoint(folder_.checkpoints(), state, *model_, *full,
+                        static_cast<int>(config_.train.keep_checkpoints), data_.tokenizer_file);
+  }
+  sync_->end_save();
+  if (rank_ != 0) return;
   progress_.interrupt();
   log_.info("checkpoint {} ({:.0f} ms)", last_checkpoint_, watch.millis());
 }
