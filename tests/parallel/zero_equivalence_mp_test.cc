@@ -2,18 +2,18 @@
 // and global batch (loss at every step, final weights and the saved optimizer state, which ZeRO
 // gathers from the shards), with 2, 3 and 4 ranks, with and without gradient accumulation. Real
 // processes started by `brigade launch`, talking Gloo over loopback. Tolerance: see
-// zero_run_helpers.h.
+// dp_run_helpers.h.
 //
 // The test model has 34,688 parameters. Shards are whole 4 KiB pages, so every run pads (the
 // last shard is part padding); with 3 ranks the size is not even a multiple of the rank count.
-#include "zero_run_helpers.h"
+#include "dp_run_helpers.h"
 
 namespace brigade {
 namespace {
 
-using testing::ZeroRuns;
+using testing::DpRuns;
 
-TEST_F(ZeroRuns, EveryStageEqualsDdpOnTwoRanksWithGradientAccumulation) {
+TEST_F(DpRuns, EveryStageEqualsDdpOnTwoRanksWithGradientAccumulation) {
   // Global batch 16 = 2 ranks x 2 micro-steps x 4 examples. ZeRO-2/3 reduce-scatter every
   // micro-step and accumulate in the shard; DDP and ZeRO-1 accumulate locally, reduce once.
   const std::string batch = "--set train.micro_batch=4 --set train.grad_accum=2 ";
@@ -27,7 +27,7 @@ TEST_F(ZeroRuns, EveryStageEqualsDdpOnTwoRanksWithGradientAccumulation) {
   }
 }
 
-TEST_F(ZeroRuns, ZeroThreeOnFourRanksEqualsDdp) {
+TEST_F(DpRuns, ZeroThreeOnFourRanksEqualsDdp) {
   // Global batch 16 = 4 ranks x 2 micro-steps x 2 examples.
   const std::string batch = "--set train.micro_batch=2 --set train.grad_accum=2 ";
   std::string ddp = run("ddp4", 4, batch);
@@ -35,7 +35,7 @@ TEST_F(ZeroRuns, ZeroThreeOnFourRanksEqualsDdp) {
   expect_same_training(ddp, z3, /*state_tol=*/1e-3);
 }
 
-TEST_F(ZeroRuns, ThreeRanksPadAModelSizeNotDivisibleByThem) {
+TEST_F(DpRuns, ThreeRanksPadAModelSizeNotDivisibleByThem) {
   // 34,688 = 3 x 11,562 + 2: the shards (12,288 each) end in 2,176 elements of padding.
   const std::string batch = "--set train.micro_batch=5 ";
   std::string ddp = run("ddp3", 3, batch);
@@ -45,7 +45,7 @@ TEST_F(ZeroRuns, ThreeRanksPadAModelSizeNotDivisibleByThem) {
   expect_same_training(ddp, z3, /*state_tol=*/1e-3);
 }
 
-TEST_F(ZeroRuns, Bf16WireIsRejectedForShardedGradients) {
+TEST_F(DpRuns, Bf16WireIsRejectedForShardedGradients) {
   std::string cmd = std::string(BRIGADE_BINARY) + " check-config " + config_ +
                     " --set parallel.zero=2 --set parallel.grad_wire=bf16";
   auto r = testing::run_command(cmd, 60);

@@ -45,18 +45,6 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-// As the trainer builds its optimizer from [train] (train/trainer.cc).
-OptimizerConfig optimizer_config(const TrainConfig& t) {
-  OptimizerConfig o;
-  o.name = t.optimizer;
-  o.beta1 = static_cast<float>(t.beta1);
-  o.beta2 = static_cast<float>(t.beta2);
-  o.eps = static_cast<float>(t.eps);
-  o.weight_decay = static_cast<float>(t.weight_decay);
-  o.momentum = static_cast<float>(t.momentum);
-  o.nesterov = t.nesterov;
-  return o;
-}
 
 // The [model] section must describe exactly the architecture in config.json.
 void check_same_architecture(const Config& config, const std::string& config_path,

@@ -19,4 +19,16 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, int64_t max_batch) 
   return std::make_unique<Gpt>(gpt, max_batch);
 }
 
+OptimizerConfig optimizer_config(const TrainConfig& t) {
+  OptimizerConfig o;
+  o.name = t.optimizer;
+  o.beta1 = static_cast<float>(t.beta1);
+  o.beta2 = static_cast<float>(t.beta2);
+  o.eps = static_cast<float>(t.eps);
+  o.weight_decay = static_cast<float>(t.weight_decay);
+  o.momentum = static_cast<float>(t.momentum);
+  o.nesterov = t.nesterov;
+  return o;
+}
+
 }  // namespace brigade

@@ -4,11 +4,15 @@
 
 #include "brigade/model/model.h"
 #include "brigade/runtime/config.h"
+#include "brigade/sync/optimizer.h"
 
 namespace brigade {
 
 // The model a config describes, with activation buffers for micro-batches of max_batch
 // examples. Parameters are zero until Model::initialize().
 std::unique_ptr<Model> make_model(const ModelConfig& config, int64_t max_batch);
+
+// The optimizer settings of a config's [train] section.
+OptimizerConfig optimizer_config(const TrainConfig& train);
 
 }  // namespace brigade

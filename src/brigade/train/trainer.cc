@@ -41,17 +41,6 @@ int64_t injected_nan_step() {
   return v ? std::atoll(v) : -1;
 }
 
-OptimizerConfig optimizer_config(const TrainConfig& t) {
-  OptimizerConfig o;
-  o.name = t.optimizer;
-  o.beta1 = static_cast<float>(t.beta1);
-  o.beta2 = static_cast<float>(t.beta2);
-  o.eps = static_cast<float>(t.eps);
-  o.weight_decay = static_cast<float>(t.weight_decay);
-  o.momentum = static_cast<float>(t.momentum);
-  o.nesterov = t.nesterov;
-  return o;
-}
 
 // The data-parallel degree of the job; only DP is implemented, so it must cover every process.
 int64_t dp_degree(const Config& config, const ProcessGroup& group) {

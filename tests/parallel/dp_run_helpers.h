@@ -1,5 +1,5 @@
 #pragma once
-// Shared by the ZeRO multi-process tests: run `brigade train` on N processes through
+// Shared by the data-parallel (DDP and ZeRO) multi-process tests: run `brigade train` on N processes through
 // `brigade launch`, read the per-step losses, and compare two runs' losses and checkpoints.
 //
 // Tolerance (as in ddp_equivalence_mp_test.cc): DDP and ZeRO compute the same sums, but a
@@ -47,7 +47,7 @@ ckpt_every = 0
 bucket_mb = 0.01
 )";
 
-class ZeroRuns : public ::testing::Test {
+class DpRuns : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = make_temp_dir("zero");
