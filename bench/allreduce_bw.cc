@@ -45,8 +45,8 @@ void run_rank(int rank, int nproc, const std::string& store_dir, int64_t min_byt
     brigade::Stopwatch watch;
     for (int i = 0; i < reps; ++i) comm->all_reduce(data.data(), n, brigade::ReduceOp::kSum);
     double us = watch.seconds() * 1e6 / reps;
-    double sent = static_cast<double>(
-                      comm->stats().get(brigade::OpKind::kAllReduce).bytes_sent) / reps;
+    double sent =
+        static_cast<double>(comm->stats().get(brigade::OpKind::kAllReduce).bytes_sent) / reps;
     double formula = 2.0 * (nproc - 1) / nproc * static_cast<double>(bytes);
     double algbw = static_cast<double>(bytes) / (us * 1e-6) / 1e9;
     if (rank == 0) {

@@ -1,6 +1,7 @@
 #pragma once
-// Shared by the data-parallel (DDP and ZeRO) multi-process tests: run `brigade train` on N processes through
-// `brigade launch`, read the per-step losses, and compare two runs' losses and checkpoints.
+// Shared by the data-parallel (DDP and ZeRO) multi-process tests: run `brigade train` on N
+// processes through `brigade launch`, read the per-step losses, and compare two runs' losses and
+// checkpoints.
 //
 // Tolerance (as in ddp_equivalence_mp_test.cc): DDP and ZeRO compute the same sums, but a
 // reduce-scatter adds the ranks' gradients in rank order where the ring all-reduce uses ring

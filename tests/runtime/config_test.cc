@@ -20,7 +20,9 @@ std::string error_of(const std::string& text, const std::vector<std::string>& ov
   return "";
 }
 
-TEST(Config, DefaultsAreValid) { EXPECT_EQ(error_of(""), ""); }
+TEST(Config, DefaultsAreValid) {
+  EXPECT_EQ(error_of(""), "");
+}
 
 TEST(Config, ReadsEveryKindOfValue) {
   Config c = parse_config(
@@ -44,7 +46,9 @@ TEST(Config, UnknownKeyNamesKeyAndAllowedKeys) {
   EXPECT_THAT(e, HasSubstr("micro_batch"));
 }
 
-TEST(Config, UnknownSection) { EXPECT_THAT(error_of("[trian]\nlr = 1\n"), HasSubstr("[trian]")); }
+TEST(Config, UnknownSection) {
+  EXPECT_THAT(error_of("[trian]\nlr = 1\n"), HasSubstr("[trian]"));
+}
 
 TEST(Config, WrongTypeNamesKeyAndValue) {
   std::string e = error_of("[train]\nsteps = \"many\"\n");
@@ -93,8 +97,9 @@ TEST(Config, OverridesApplyAndAreValidated) {
 }
 
 TEST(Config, ResolvedTomlReadsBackToTheSameConfig) {
-  Config c = parse_config("", "t", {"train.lr=0.00123", "model.hidden=[7, 9]", "run.name=r1",
-                                    "train.nesterov=true", "data.val_fraction=0.1"});
+  Config c = parse_config("", "t",
+                          {"train.lr=0.00123", "model.hidden=[7, 9]", "run.name=r1",
+                           "train.nesterov=true", "data.val_fraction=0.1"});
   Config back = parse_config(c.to_toml(), "resolved");
   EXPECT_EQ(back.to_toml(), c.to_toml());
   EXPECT_DOUBLE_EQ(back.train.lr, 0.00123);

@@ -41,8 +41,9 @@ TEST(LaunchKill, SigkillOfAWorkerMidTrainingStopsTheJobCleanly) {
   std::string dir = make_temp_dir("launch-kill");
   std::string run_id = "kill-test-" + std::to_string(getpid());
   std::string cmd = std::string(BRIGADE_BINARY) + " launch --nproc 2 --grace 2 --run-id " + run_id +
-                    " -- train " + BRIGADE_SOURCE_DIR + "/configs/default.toml --set run.out_dir=" +
-                    dir + " --set train.steps=100000 --set comm.timeout_s=10 > " + dir +
+                    " -- train " + BRIGADE_SOURCE_DIR +
+                    "/configs/default.toml --set run.out_dir=" + dir +
+                    " --set train.steps=100000 --set comm.timeout_s=10 > " + dir +
                     "/launch.log 2>&1; echo $? > " + dir + "/exit_code";
   std::thread launcher([&] { std::system(("timeout -k 5 120 sh -c '" + cmd + "'").c_str()); });
 

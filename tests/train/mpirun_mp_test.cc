@@ -43,13 +43,13 @@ TEST(Mpirun, TwoRanksTrainAndMatchTheBrigadeLauncher) {
   std::string bin = BRIGADE_BINARY;
   // A port of our own so parallel tests do not collide on the default 29500.
   int port = 20000 + static_cast<int>(getpid() % 20000);
-  auto mpi = run_command("mpirun -np 2 --allow-run-as-root --oversubscribe -x MASTER_PORT=" +
-                         std::to_string(port) + " " + bin + " train " + config +
-                         " --set run.out_dir=" + dir + "/mpi");
+  auto mpi = run_command(
+      "mpirun -np 2 --allow-run-as-root --oversubscribe -x MASTER_PORT=" + std::to_string(port) +
+      " " + bin + " train " + config + " --set run.out_dir=" + dir + "/mpi");
   ASSERT_EQ(mpi.exit_code, 0) << mpi.output;
   EXPECT_NE(mpi.output.find("(openmpi), data parallel over 2"), std::string::npos) << mpi.output;
-  auto launch = run_command(bin + " launch --nproc 2 -- train " + config + " --set run.out_dir=" +
-                            dir + "/launch");
+  auto launch = run_command(bin + " launch --nproc 2 -- train " + config +
+                            " --set run.out_dir=" + dir + "/launch");
   ASSERT_EQ(launch.exit_code, 0) << launch.output;
   std::string a = read_file(dir + "/mpi/mpi/checkpoints/step_00000010/model.safetensors");
   std::string b = read_file(dir + "/launch/mpi/checkpoints/step_00000010/model.safetensors");

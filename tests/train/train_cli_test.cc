@@ -13,8 +13,8 @@ namespace brigade {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::make_temp_dir;
+using ::testing::Not;
 using testing::run_command;
 
 // A GPT small enough to train 20 steps in a couple of seconds.
@@ -56,7 +56,8 @@ class TrainCli : public ::testing::Test {
   }
   testing::CommandResult train(const std::string& out, const std::string& extra = "",
                                const std::string& env = "") {
-    return brigade("train " + config_ + " --set run.out_dir=" + dir_ + "/" + out + " " + extra, env);
+    return brigade("train " + config_ + " --set run.out_dir=" + dir_ + "/" + out + " " + extra,
+                   env);
   }
   std::string ckpt(const std::string& out, int step) {
     char name[32];

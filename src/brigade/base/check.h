@@ -25,7 +25,7 @@ class CheckFailure {
 
 }  // namespace brigade::detail
 
-#define BRIGADE_CHECK(cond) \
+#define BRIGADE_CHECK(cond)            \
   if (__builtin_expect(!!(cond), 1)) { \
-  } else                              \
+  } else                               \
     ::brigade::detail::CheckFailure(__FILE__, __LINE__, #cond)

@@ -10,13 +10,13 @@ namespace brigade {
 // Exit codes of the `brigade` binary, one per kind of failure.
 enum ExitCode : int {
   kExitOk = 0,
-  kExitFailure = 1,     // anything not listed below
-  kExitConfig = 2,      // invalid config or command line: nothing was started
-  kExitIo = 3,          // missing/unreadable/corrupt file
-  kExitCheckpoint = 4,  // no usable checkpoint
-  kExitComm = 5,        // a collective timed out or a peer was lost
-  kExitNonFinite = 6,   // NaN/Inf loss stopped the run
-  kExitWorkerFailed = 7 // the launcher lost a worker
+  kExitFailure = 1,      // anything not listed below
+  kExitConfig = 2,       // invalid config or command line: nothing was started
+  kExitIo = 3,           // missing/unreadable/corrupt file
+  kExitCheckpoint = 4,   // no usable checkpoint
+  kExitComm = 5,         // a collective timed out or a peer was lost
+  kExitNonFinite = 6,    // NaN/Inf loss stopped the run
+  kExitWorkerFailed = 7  // the launcher lost a worker
 };
 
 class Error : public std::runtime_error {

@@ -1,7 +1,7 @@
 #pragma once
-// Small POSIX file helpers (checkpoints, data files, run manifests): durable writes (data reaches the disk before we
-// say so), directory fsync, atomic rename, whole-file reads and CRC-32 digests. Every failure
-// throws IoError naming the path and strerror(errno).
+// Small POSIX file helpers (checkpoints, data files, run manifests): durable writes (data reaches
+// the disk before we say so), directory fsync, atomic rename, whole-file reads and CRC-32 digests.
+// Every failure throws IoError naming the path and strerror(errno).
 //
 // Durability recipe (what ext4/xfs need for a crash-safe commit): write the file, fsync it,
 // fsync the directory that holds its name, and only then rename something that points at it.

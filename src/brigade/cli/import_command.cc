@@ -45,7 +45,6 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-
 // The [model] section must describe exactly the architecture in config.json.
 void check_same_architecture(const Config& config, const std::string& config_path,
                              const GptConfig& hf, const std::string& hf_path) {

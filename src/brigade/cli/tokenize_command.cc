@@ -47,11 +47,12 @@ int run_tokenize(const TokenizeArgs& args) {
                     static_cast<uint32_t>(tokenizer->vocab_size()));
   write_token_shard(args.out + "/" + kValShardFile, val,
                     static_cast<uint32_t>(tokenizer->vocab_size()));
-  std::printf("%s: vocab %d; train %zu bytes -> %zu tokens (%.2f bytes/token); val %zu -> %zu; "
-              "%.1f s\n",
-              args.out.c_str(), tokenizer->vocab_size(), splits.train.size(), train.size(),
-              static_cast<double>(splits.train.size()) / static_cast<double>(train.size()),
-              splits.val.size(), val.size(), watch.seconds());
+  std::printf(
+      "%s: vocab %d; train %zu bytes -> %zu tokens (%.2f bytes/token); val %zu -> %zu; "
+      "%.1f s\n",
+      args.out.c_str(), tokenizer->vocab_size(), splits.train.size(), train.size(),
+      static_cast<double>(splits.train.size()) / static_cast<double>(train.size()),
+      splits.val.size(), val.size(), watch.seconds());
   return 0;
 }
 

@@ -35,8 +35,8 @@ class Gpt : public Model {
   int64_t max_batch() const override { return max_batch_; }
 
   // batch.tokens and batch.targets hold batch.size * T entries, T = batch.seq_len (at most
-  // the model's seq_len; 0 means seq_len). Returns the mean cross-entropy over targets >= 0 (0 when there
-  // are none). An empty batch.targets skips the loss: only the logits are computed.
+  // the model's seq_len; 0 means seq_len). Returns the mean cross-entropy over targets >= 0 (0 when
+  // there are none). An empty batch.targets skips the loss: only the logits are computed.
   float forward(const Batch& batch) override;
 
   // Backward of the last forward (same batch; one backward per forward). Accumulates into grads()

@@ -18,13 +18,13 @@ enum class Init { kZeros, kOnes, kNormal };
 enum class TpSplit { kReplicated, kDim0, kDim1 };
 
 struct ParamSpec {
-  std::string name;             // GPT-2 naming: "h.3.attn.c_attn.weight"
-  std::vector<int64_t> shape;   // row-major; weights are (out_features, in_features)
-  int64_t offset = 0;           // first element in the flat buffer
+  std::string name;            // GPT-2 naming: "h.3.attn.c_attn.weight"
+  std::vector<int64_t> shape;  // row-major; weights are (out_features, in_features)
+  int64_t offset = 0;          // first element in the flat buffer
   int64_t numel = 0;
   Init init = Init::kNormal;
-  float init_std = 0.02f;       // for Init::kNormal
-  bool weight_decay = true;     // AdamW decays matrices, not biases or norm gains
+  float init_std = 0.02f;    // for Init::kNormal
+  bool weight_decay = true;  // AdamW decays matrices, not biases or norm gains
   TpSplit tp_split = TpSplit::kReplicated;
 };
 

@@ -19,11 +19,11 @@ std::string format_duration(double seconds) {
 }
 
 std::string Progress::update(const StepSummary& s) {
-  std::string text =
-      fmt::format("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | "
-                  "{:.1f} ms/step | eta {}",
-                  s.step, std::to_string(s.total).size(), s.total, s.loss, s.lr, s.grad_norm,
-                  s.tokens_per_s, s.ms_per_step, format_duration(s.eta_s));
+  std::string text = fmt::format(
+      "step {:>{}}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | "
+      "{:.1f} ms/step | eta {}",
+      s.step, std::to_string(s.total).size(), s.total, s.loss, s.lr, s.grad_norm, s.tokens_per_s,
+      s.ms_per_step, format_duration(s.eta_s));
   if (tty_) {
     std::fprintf(stderr, "\r\033[K%s", text.c_str());
     std::fflush(stderr);

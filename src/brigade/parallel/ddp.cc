@@ -16,9 +16,13 @@ DataParallel::DataParallel(Communicator& dp, Model& model, DdpOptions options)
       [this](int64_t offset, int64_t count) { on_grad_ready(offset, count); });
 }
 
-DataParallel::~DataParallel() { model_.set_grad_ready_hook(nullptr); }
+DataParallel::~DataParallel() {
+  model_.set_grad_ready_hook(nullptr);
+}
 
-void DataParallel::broadcast_parameters() { dp_.broadcast(model_.params(), model_.num_params(), 0); }
+void DataParallel::broadcast_parameters() {
+  dp_.broadcast(model_.params(), model_.num_params(), 0);
+}
 
 void DataParallel::arm() {
   BRIGADE_CHECK(!armed_) << "arm() twice without finish()";

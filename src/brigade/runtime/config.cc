@@ -205,8 +205,9 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
     bool known_section = false;
     for (const auto& f : schema) known_section |= (section == f.section);
     if (!known_section) {
-      throw ConfigError(fmt::format("{}: unknown section [{}] (allowed: run, model, data, train, parallel, comm)",
-                                    origin, section));
+      throw ConfigError(
+          fmt::format("{}: unknown section [{}] (allowed: run, model, data, train, parallel, comm)",
+                      origin, section));
     }
     for (const auto& [key, value] : table.as_table()) {
       const Field* field = nullptr;

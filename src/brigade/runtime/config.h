@@ -71,8 +71,8 @@ struct ParallelConfig {
 };
 
 struct CommConfig {
-  std::string backend = "gloo";   // registered communicator backend
-  double timeout_s = 60;          // every collective and the rendezvous give up after this
+  std::string backend = "gloo";  // registered communicator backend
+  double timeout_s = 60;         // every collective and the rendezvous give up after this
   // "auto": the file store `brigade launch` provides (BRIGADE_STORE_DIR), else a TCP store on
   // MASTER_ADDR:MASTER_PORT hosted by rank 0; "file" | "tcp" force one.
   std::string store = "auto";

@@ -18,9 +18,10 @@ std::shared_ptr<Store> open_store(const CommConfig& comm, const DistEnv& env,
   bool use_file = comm.store == "file" || (comm.store == "auto" && dir && *dir);
   if (use_file) {
     if (!dir || !*dir) {
-      throw ConfigError(fmt::format("comm.store = \"file\": needs the folder in {} (brigade "
-                                    "launch sets it; or use comm.store = \"tcp\")",
-                                    kStoreDirEnv));
+      throw ConfigError(
+          fmt::format("comm.store = \"file\": needs the folder in {} (brigade "
+                      "launch sets it; or use comm.store = \"tcp\")",
+                      kStoreDirEnv));
     }
     return std::make_shared<FileStore>(dir, timeout);
   }

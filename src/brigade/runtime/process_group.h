@@ -3,8 +3,8 @@
 // launcher set (dist_env.h), opens the rendezvous store and connects the world communicator.
 #include <memory>
 
-#include "brigade/comm/communicator.h"
 #include "brigade/comm/comm_factory.h"
+#include "brigade/comm/communicator.h"
 #include "brigade/comm/store.h"
 #include "brigade/runtime/config.h"
 #include "brigade/runtime/dist_env.h"
@@ -13,8 +13,8 @@ namespace brigade {
 
 struct ProcessGroup {
   DistEnv env;
-  CommOptions world_options;              // what created `world` (sub-groups derive from it)
-  std::unique_ptr<Communicator> world;    // null for a single process
+  CommOptions world_options;            // what created `world` (sub-groups derive from it)
+  std::unique_ptr<Communicator> world;  // null for a single process
   int rank() const { return env.rank; }
   int size() const { return env.world_size; }
 };

@@ -63,7 +63,8 @@ RunFolder create_run_folder(const Config& config, int rank) {
 nlohmann::json provenance(const Config& config, const std::vector<std::string>& data_files) {
   const std::string src = BRIGADE_SOURCE_DIR;
   std::string commit = command_output("git -C '" + src + "' rev-parse HEAD 2>/dev/null");
-  std::string dirty = command_output("git -C '" + src + "' status --porcelain 2>/dev/null | head -1");
+  std::string dirty =
+      command_output("git -C '" + src + "' status --porcelain 2>/dev/null | head -1");
   nlohmann::json data = nlohmann::json::array();
   for (const auto& path : data_files) {
     FileDigest d = digest_file(path);

@@ -46,7 +46,9 @@ std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter_hi, uint64_t c
 
 namespace {
 // 24 random bits -> [0, 1), exactly representable in float.
-inline float to_unit(uint32_t bits) { return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f); }
+inline float to_unit(uint32_t bits) {
+  return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
+}
 }  // namespace
 
 float random_uniform(uint64_t seed, uint64_t key, uint64_t index) {

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include "brigade/base/error.h"
-#include "brigade/ckpt/checkpoint.h"
 #include "brigade/base/file_io.h"
+#include "brigade/ckpt/checkpoint.h"
 
 namespace brigade {
 
@@ -28,8 +28,8 @@ SavedState state_from(const CheckpointReader& reader) {
     s.step = j.at("step").get<int64_t>();
     s.updates = j.at("updates").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError(fmt::format("{}/manifest.json: bad training state: {}", reader.dir(),
-                                      e.what()));
+    throw CheckpointError(
+        fmt::format("{}/manifest.json: bad training state: {}", reader.dir(), e.what()));
   }
   s.extra = j;
   return s;

@@ -14,9 +14,9 @@
 namespace brigade {
 
 struct SavedState {
-  int64_t step = 0;     // optimizer steps completed
-  int64_t updates = 0;  // updates applied (steps minus skipped non-finite steps)
-  nlohmann::json extra; // sampler, config, provenance: as given to save_checkpoint
+  int64_t step = 0;      // optimizer steps completed
+  int64_t updates = 0;   // updates applied (steps minus skipped non-finite steps)
+  nlohmann::json extra;  // sampler, config, provenance: as given to save_checkpoint
 };
 
 // Commits <root>/step_<step>/ atomically and keeps the newest keep_last. tokenizer_file ("" for

@@ -10,7 +10,7 @@ namespace brigade {
 struct EvalSums {
   double loss_sum = 0;  // sum over examples of each example's mean loss
   double examples = 0;
-  double correct = 0;   // classifiers only
+  double correct = 0;  // classifiers only
   double loss() const { return examples > 0 ? loss_sum / examples : 0.0; }
   double accuracy() const { return examples > 0 ? correct / examples : 0.0; }
 };

@@ -41,7 +41,6 @@ int64_t injected_nan_step() {
   return v ? std::atoll(v) : -1;
 }
 
-
 // The data-parallel degree of the job; only DP is implemented, so it must cover every process.
 int64_t dp_degree(const Config& config, const ProcessGroup& group) {
   int64_t dp = config.parallel.dp == 0 ? group.size() : config.parallel.dp;

@@ -18,7 +18,7 @@ namespace brigade {
 namespace {
 
 bool file_exists(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
 }
 
@@ -41,8 +41,9 @@ TrainingData load_images(const Config& config) {
 // A folder written by `brigade tokenize`: token shards plus the tokenizer that made them.
 TrainingData load_shards(const Config& config) {
   if (config.data.path.empty()) {
-    throw ConfigError("data.path = \"\": data.source = \"shards\" needs the folder written by "
-                      "`brigade tokenize`");
+    throw ConfigError(
+        "data.path = \"\": data.source = \"shards\" needs the folder written by "
+        "`brigade tokenize`");
   }
   const std::string& dir = config.data.path;
   TrainingData data;
@@ -69,9 +70,10 @@ TrainingData load_shards(const Config& config) {
   std::string val_text = data.tokenizer->decode(val);
   data.val_bytes_per_token = static_cast<double>(val_text.size()) / static_cast<double>(val.size());
   data.unigram_bits_per_byte = unigram_bits_per_byte(train_text, val_text);
-  data.summary = fmt::format("shards in {}: {} train tokens, {} validation tokens; unigram "
-                             "baseline {:.3f} bits/byte",
-                             dir, train.size(), val.size(), data.unigram_bits_per_byte);
+  data.summary = fmt::format(
+      "shards in {}: {} train tokens, {} validation tokens; unigram "
+      "baseline {:.3f} bits/byte",
+      dir, train.size(), val.size(), data.unigram_bits_per_byte);
   const int64_t T = config.context();
   data.train = std::make_unique<TokenDataset>(std::move(train), T);
   data.val = std::make_unique<TokenDataset>(std::move(val), T);

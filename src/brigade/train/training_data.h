@@ -20,9 +20,9 @@ inline constexpr const char* kTokenizerFile = "tokenizer.bpe";  // absent for by
 struct TrainingData {
   std::unique_ptr<Dataset> train;
   std::unique_ptr<Dataset> val;
-  std::unique_ptr<Tokenizer> tokenizer;  // null for image data
-  std::string tokenizer_file;            // BPE merges saved in the run folder, or ""
-  std::vector<std::string> source_files; // every file read, for the provenance manifest
+  std::unique_ptr<Tokenizer> tokenizer;   // null for image data
+  std::string tokenizer_file;             // BPE merges saved in the run folder, or ""
+  std::vector<std::string> source_files;  // every file read, for the provenance manifest
   // Text only: bytes per token on the validation split, and the cross-entropy in bits per
   // byte of the validation split under the train split's byte frequencies (the unigram
   // baseline a language model has to beat).

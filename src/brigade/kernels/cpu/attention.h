@@ -14,8 +14,8 @@ inline constexpr int64_t kAttentionBlock = 64;
 // qkv is (B,T,3C): q, k, v concatenated along the last axis, each split into NH heads of
 // size hs = C/NH. out is (B,T,C). lse is (B,NH,T): log-sum-exp of each query row's scaled
 // scores, saved for backward. Scale is 1/sqrt(hs).
-void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                       int64_t C, int64_t NH);
+void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
+                       int64_t NH);
 
 // dqkv += gradient w.r.t. qkv (B,T,3C), given dout (B,T,C) and the forward's out and lse.
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,

@@ -10,7 +10,7 @@ void encoder_forward(float* out, const int32_t* tokens, const float* wte, const 
                      int64_t B, int64_t T, int64_t C);
 
 // dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:]
-void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
-                      int64_t B, int64_t T, int64_t C);
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B,
+                      int64_t T, int64_t C);
 
 }  // namespace brigade

@@ -11,12 +11,12 @@ void set_blas_threads(int n);
 
 // out = inp @ weight^T + bias
 // out is (N, OC), inp is (N, C), weight is (OC, C), bias is (OC) or nullptr.
-void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
-                    int64_t N, int64_t C, int64_t OC);
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
+                    int64_t C, int64_t OC);
 
 // dinp += dout @ weight; dweight += dout^T @ inp; dbias += sum over rows of dout.
 // Any of dinp, dweight, dbias may be nullptr to skip it.
-void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC);
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int64_t N, int64_t C, int64_t OC);
 
 }  // namespace brigade
