@@ -90,7 +90,12 @@ std::string clean_document(std::string_view text) {
   return out;
 }
 
-std::vector<std::string> parse_fortunes(std::string_view content) {
+namespace {
+
+// Splits content into cleaned, non-empty documents at every line for which is_separator holds
+// (separator lines belong to no document).
+template <typename IsSeparator>
+std::vector<std::string> split_documents(std::string_view content, IsSeparator is_separator) {
   std::vector<std::string> docs;
   std::string current;
   auto flush = [&] {
@@ -99,7 +104,7 @@ std::vector<std::string> parse_fortunes(std::string_view content) {
     current.clear();
   };
   for (std::string_view line : split_lines(content)) {
-    if (rstrip(line) == "%") {
+    if (is_separator(line)) {
       flush();
     } else {
       current += line;
@@ -110,24 +115,14 @@ std::vector<std::string> parse_fortunes(std::string_view content) {
   return docs;
 }
 
+}  // namespace
+
+std::vector<std::string> parse_fortunes(std::string_view content) {
+  return split_documents(content, [](std::string_view line) { return rstrip(line) == "%"; });
+}
+
 std::vector<std::string> parse_paragraphs(std::string_view content) {
-  std::vector<std::string> docs;
-  std::string current;
-  auto flush = [&] {
-    std::string doc = clean_document(current);
-    if (!doc.empty()) docs.push_back(std::move(doc));
-    current.clear();
-  };
-  for (std::string_view line : split_lines(content)) {
-    if (is_blank(line)) {
-      flush();
-    } else {
-      current += line;
-      current += '\n';
-    }
-  }
-  flush();
-  return docs;
+  return split_documents(content, [](std::string_view line) { return is_blank(line); });
 }
 
 TextSplits load_fortunes(const std::string& dir, double val_fraction) {

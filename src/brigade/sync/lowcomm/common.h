@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "brigade/comm/communicator.h"
 #include "brigade/comm/wire_traffic.h"
 #include "brigade/model/param_spec.h"
 
@@ -33,6 +34,21 @@ inline constexpr int64_t kRingAllReduceSegmentBytes = int64_t{1} << 20;
 // Traffic of one rank in an all_gather(_bytes) of `bytes` from each of `world` ranks (ring):
 // (world - 1) * bytes each way.
 Traffic all_gather_equal_traffic(int64_t bytes, int world, int rank);
+
+// The exchange of a compressor whose payloads all have the same size: compress this replica's
+// gradient into payload, all_gather every replica's payload into gathered (grown as needed),
+// and decode their mean into update. Shared by EF-signSGD and top-k with error feedback.
+template <typename Compressor>
+void exchange_equal_payloads(Compressor& c, const float* grads, float scale, float* update,
+                             Communicator& comm, std::vector<uint8_t>& payload,
+                             std::vector<uint8_t>& gathered) {
+  const int world = comm.size();
+  const int64_t bytes = c.payload_bytes();
+  c.compress(grads, scale, payload.data());
+  if (static_cast<int64_t>(gathered.size()) < world * bytes) gathered.resize(world * bytes);
+  comm.all_gather_bytes(payload.data(), gathered.data(), bytes);
+  c.decode_mean(gathered.data(), world, update);
+}
 
 // Traffic of one rank in an f32 all_reduce of n floats (Gloo ring; see wire_traffic.h).
 Traffic all_reduce_f32_traffic(int64_t n, int world, int rank);

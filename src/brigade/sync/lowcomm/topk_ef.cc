@@ -124,12 +124,7 @@ void TopkEf::decode_mean(const uint8_t* payloads, int world, float* update) cons
 }
 
 void TopkEf::step(const float* grads, float scale, float* update, Communicator& comm) {
-  const int world = comm.size();
-  const int64_t bytes = payload_bytes();
-  compress(grads, scale, payload_.data());
-  if (static_cast<int64_t>(gathered_.size()) < world * bytes) gathered_.resize(world * bytes);
-  comm.all_gather_bytes(payload_.data(), gathered_.data(), bytes);
-  decode_mean(gathered_.data(), world, update);
+  exchange_equal_payloads(*this, grads, scale, update, comm, payload_, gathered_);
 }
 
 Traffic TopkEf::bytes_per_step(int world, int rank) const {
