@@ -10,10 +10,10 @@
 // A crash before 3 leaves only a *.tmp folder, which readers ignore and the next commit
 // removes. A crash between 3 and 4 leaves `latest` on the previous checkpoint, which is valid.
 //
-// Towards sharded and async checkpoints: write_safetensors() into staging_dir() is the per-shard
-// work (any thread, any rank on a shared file system; it returns the digest), add_file_record()
-// lets the committing rank list files others wrote, and commit() is the rank-0-only step after
-// a barrier. A CheckpointWriter object itself is not thread-safe.
+// Sharded checkpoints (ckpt/sharded_save.h) use the same object on rank 0 only: every rank
+// writes its shard into staging_dir() (Staging::kShared keeps their files), add_file_record()
+// lists the files the others reported, set_sharding() stores the shard index, and commit()
+// runs after they all finished. A CheckpointWriter object itself is not thread-safe.
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -43,9 +43,16 @@ struct CheckpointOptions {
 
 class CheckpointWriter {
  public:
-  // Creates <root> if needed and an empty staging folder <root>/step_N.tmp/ (removing one a
-  // crash left for this step). Throws IoError.
-  CheckpointWriter(std::string root, int64_t step, CheckpointOptions options = {});
+  // What the constructor does with an existing staging folder for this step.
+  enum class Staging {
+    kFresh,   // remove it (a crash left it) and start empty: this object writes every file
+    kShared,  // keep it: other ranks are writing their files into it; commit() then removes
+              // any file in it that is not in the manifest (left by an earlier failed attempt)
+  };
+
+  // Creates <root> if needed and the staging folder <root>/step_N.tmp/. Throws IoError.
+  CheckpointWriter(std::string root, int64_t step, CheckpointOptions options = {},
+                   Staging staging = Staging::kFresh);
 
   // Writes `tensors` to <staging>/<filename> as safetensors (F32), fsyncs it and records its
   // digest. filename must be a plain file name, not yet added. Throws IoError.
@@ -55,6 +62,10 @@ class CheckpointWriter {
   // Records a file that someone else (another rank, a background thread) wrote and fsynced in
   // staging_dir(), with the digest it computed while writing.
   void add_file_record(const std::string& filename, FileDigest digest);
+
+  // Makes this a sharded (format 2) checkpoint whose manifest carries `sharding` (the JSON of a
+  // ShardIndex, ckpt/shard_index.h).
+  void set_sharding(nlohmann::json sharding);
 
   // Seals the checkpoint (steps 2-5 above) with `state` (config, sampler position, RNG,
   // provenance ...) stored verbatim in the manifest. Returns the committed folder. Call once.
@@ -69,10 +80,12 @@ class CheckpointWriter {
 
  private:
   void remove_stale_and_old() const;
+  void remove_unlisted_staged_files() const;
 
   std::string root_;
   int64_t step_;
   CheckpointOptions options_;
+  Staging staging_mode_;
   std::string staging_;
   std::string final_;
   Manifest manifest_;

@@ -2,41 +2,21 @@
 // one under a root, and read tensors out of it.
 #include <sys/stat.h>
 
-#include <algorithm>
-#include <cctype>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <mutex>
-#include <set>
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
 #include "brigade/ckpt/checkpoint.h"
+#include "brigade/ckpt/checkpoint_validation.h"
 
 namespace brigade {
 
-namespace fs = std::filesystem;
-
 namespace {
-
-constexpr int64_t kMaxManifestBytes = int64_t{64} << 20;
-
-std::string hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "0x%08x", v);
-  return buf;
-}
 
 std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "(";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + ")";
-}
-
-std::string strip_trailing_slashes(std::string p) {
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  return p;
 }
 
 }  // namespace
@@ -54,102 +34,21 @@ CheckpointReader::~CheckpointReader() = default;
 
 CheckpointReader CheckpointReader::open(const std::string& dir_in) {
   const std::string dir = strip_trailing_slashes(dir_in);
-  const std::string manifest_path = dir + "/" + kManifestFileName;
-  std::string text;
-  try {
-    text = read_file(manifest_path, kMaxManifestBytes);
-  } catch (const IoError& e) {
-    throw CheckpointError(e.what());  // names the manifest path and errno text
-  }
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError(manifest_path + ": not valid JSON: " + e.what());
-  }
-  Manifest m = Manifest::from_json(j, manifest_path);
-  const auto folder_step = parse_step_dir_name(fs::path(dir).filename().string());
-  if (folder_step && *folder_step != m.step) {
-    throw CheckpointError(manifest_path + ": step " + std::to_string(m.step) +
-                          " does not match the folder name");
-  }
-
-  for (const auto& [name, expected] : m.files) {
-    const std::string path = dir + "/" + name;
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) {
-      throw CheckpointError(path + ": listed in the manifest but " + std::strerror(errno));
-    }
-    if (!S_ISREG(st.st_mode)) throw CheckpointError(path + ": not a regular file");
-    if (st.st_size != expected.bytes) {
-      throw CheckpointError(path + ": " + std::to_string(st.st_size) +
-                            " bytes, the manifest says " + std::to_string(expected.bytes) +
-                            " (truncated or overwritten)");
-    }
-    FileDigest actual;
-    try {
-      actual = digest_file(path);
-    } catch (const IoError& e) {
-      throw CheckpointError(e.what());
-    }
-    if (actual != expected) {
-      throw CheckpointError(path + ": crc32 " + hex32(actual.crc32) + " over " +
-                            std::to_string(actual.bytes) + " bytes, the manifest says " +
-                            hex32(expected.crc32) + " over " + std::to_string(expected.bytes) +
-                            " (corrupt)");
-    }
-  }
+  Manifest m = load_manifest(dir);
+  for (const auto& [name, expected] : m.files) verify_checkpoint_file(dir, name, expected);
   return CheckpointReader(dir, std::move(m));
 }
 
 std::optional<CheckpointReader> CheckpointReader::open_latest_valid(
     const std::string& root_in, std::vector<std::string>* rejections) {
   const std::string root = strip_trailing_slashes(root_in);
-  std::error_code ec;
-  if (!fs::is_directory(root, ec)) return std::nullopt;
-
-  auto reject = [&](const std::string& what) {
-    const std::string line = "checkpoint rejected: " + what;
-    std::fprintf(stderr, "[rank %d] warning: %s\n", detail::log_rank(), line.c_str());
-    if (rejections) rejections->push_back(line);
-  };
-  std::set<std::string> tried;
-  auto attempt = [&](const std::string& name) -> std::optional<CheckpointReader> {
-    tried.insert(name);
+  auto reject = [&](const std::string& what) { report_rejected_checkpoint(what, rejections); };
+  for (const std::string& name : checkpoint_candidates(root, reject)) {
     try {
       return open(root + "/" + name);
     } catch (const Error& e) {
       reject(e.what());
-      return std::nullopt;
     }
-  };
-
-  const std::string latest = root + "/" + kLatestFileName;
-  if (fs::exists(latest, ec)) {
-    try {
-      std::string name = read_file(latest, 4096);
-      while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back())))
-        name.pop_back();
-      if (parse_step_dir_name(name)) {
-        if (auto r = attempt(name)) return r;
-      } else {
-        reject(latest + ": does not name a checkpoint folder");
-      }
-    } catch (const IoError& e) {
-      reject(e.what());
-    }
-  }
-
-  std::vector<std::pair<int64_t, std::string>> candidates;
-  for (const auto& entry : fs::directory_iterator(root, ec)) {
-    const std::string name = entry.path().filename().string();
-    const auto step = parse_step_dir_name(name);
-    if (step && !tried.count(name)) candidates.emplace_back(*step, name);
-  }
-  if (ec) throw IoError("cannot list checkpoint folder " + root + ": " + ec.message());
-  std::sort(candidates.rbegin(), candidates.rend());  // newest first
-  for (const auto& [step, name] : candidates) {
-    if (auto r = attempt(name)) return r;
   }
   return std::nullopt;
 }

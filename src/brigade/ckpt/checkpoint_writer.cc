@@ -24,8 +24,9 @@ std::string join(const std::string& dir, const std::string& name) {
 
 }  // namespace
 
-CheckpointWriter::CheckpointWriter(std::string root, int64_t step, CheckpointOptions options)
-    : root_(std::move(root)), step_(step), options_(options) {
+CheckpointWriter::CheckpointWriter(std::string root, int64_t step, CheckpointOptions options,
+                                   Staging staging)
+    : root_(std::move(root)), step_(step), options_(options), staging_mode_(staging) {
   BRIGADE_CHECK(step >= 0) << "step " << step;
   BRIGADE_CHECK(options.keep_last >= 0) << "keep_last " << options.keep_last;
   while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
@@ -33,7 +34,7 @@ CheckpointWriter::CheckpointWriter(std::string root, int64_t step, CheckpointOpt
   staging_ = final_ + ".tmp";
   manifest_.step = step;
   make_dirs(root_);
-  remove_all(staging_);  // left by a crash while saving this same step
+  if (staging_mode_ == Staging::kFresh) remove_all(staging_);  // left by a crash at this step
   make_dirs(staging_);
 }
 
@@ -69,8 +70,15 @@ void CheckpointWriter::add_file_record(const std::string& filename, FileDigest d
   manifest_.files[filename] = digest;
 }
 
+void CheckpointWriter::set_sharding(nlohmann::json sharding) {
+  BRIGADE_CHECK(!committed_) << "set_sharding after commit";
+  manifest_.format_version = kShardedCheckpointFormatVersion;
+  manifest_.sharding = std::move(sharding);
+}
+
 std::string CheckpointWriter::commit(const nlohmann::json& state) {
   BRIGADE_CHECK(!committed_) << "commit called twice for step " << step_;
+  if (staging_mode_ == Staging::kShared) remove_unlisted_staged_files();
   manifest_.state = state;
   write_file_durable(join(staging_, kManifestFileName), manifest_.to_json().dump(2) + "\n");
   fsync_dir(staging_);
@@ -93,6 +101,25 @@ std::string CheckpointWriter::commit(const nlohmann::json& state) {
 
   remove_stale_and_old();
   return final_;
+}
+
+// Files of an earlier failed attempt at this step (a rank that is no longer part of the job)
+// would be harmless, since readers ignore unlisted files, but would waste space for as long
+// as the checkpoint is kept. Best effort.
+void CheckpointWriter::remove_unlisted_staged_files() const {
+  std::error_code ec;
+  std::vector<std::string> unlisted;
+  for (const auto& entry : fs::directory_iterator(staging_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!manifest_.files.count(name)) unlisted.push_back(name);
+  }
+  for (const std::string& name : unlisted) {
+    try {
+      remove_all(join(staging_, name));
+    } catch (const IoError& e) {
+      warn(e.what());
+    }
+  }
 }
 
 // Best effort: the checkpoint is already committed, so a failure here is only reported.

@@ -53,10 +53,12 @@ bool is_checkpoint_file_name(std::string_view name) {
 nlohmann::json Manifest::to_json() const {
   nlohmann::json files_json = nlohmann::json::object();
   for (const auto& [name, d] : files) files_json[name] = {{"bytes", d.bytes}, {"crc32", d.crc32}};
-  return {{"format_version", kCheckpointFormatVersion},
-          {"step", step},
-          {"files", std::move(files_json)},
-          {"state", state}};
+  nlohmann::json j = {{"format_version", format_version},
+                      {"step", step},
+                      {"files", std::move(files_json)},
+                      {"state", state}};
+  if (format_version == kShardedCheckpointFormatVersion) j["sharding"] = sharding;
+  return j;
 }
 
 Manifest Manifest::from_json(const nlohmann::json& j, const std::string& path) {
@@ -64,11 +66,21 @@ Manifest Manifest::from_json(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) throw bad("manifest is not a JSON object");
   const auto version = j.find("format_version");
   if (version == j.end() || !version->is_number_integer()) throw bad("missing format_version");
-  if (version->get<int64_t>() != kCheckpointFormatVersion) {
+  if (version->get<int64_t>() != kCheckpointFormatVersion &&
+      version->get<int64_t>() != kShardedCheckpointFormatVersion) {
     throw bad("format_version " + version->dump() + " is not supported (this build reads " +
-              std::to_string(kCheckpointFormatVersion) + ")");
+              std::to_string(kCheckpointFormatVersion) + " and " +
+              std::to_string(kShardedCheckpointFormatVersion) + ")");
   }
   Manifest m;
+  m.format_version = static_cast<int>(version->get<int64_t>());
+  if (m.format_version == kShardedCheckpointFormatVersion) {
+    const auto sharding = j.find("sharding");
+    if (sharding == j.end() || !sharding->is_object()) {
+      throw bad("format_version 2 needs a 'sharding' object");
+    }
+    m.sharding = *sharding;
+  }
   const auto step = j.find("step");
   if (step == j.end() || !step->is_number_integer() || step->get<int64_t>() < 0) {
     throw bad("step is missing or not a non-negative integer");

@@ -2,9 +2,10 @@
 // The on-disk layout of a checkpoint root and the manifest that seals each checkpoint.
 //
 //   <root>/step_00000100/          one committed checkpoint
-//            model.safetensors     data files (later: one or more per rank)
+//            model.safetensors     data files: written by rank 0 (format 1), or one
+//            rank_00003.safetensors  per rank (format 2, sharded: docs/checkpoints.md)
 //            manifest.json         written last: {format_version, step, files: {name: {bytes,
-//                                  crc32}}, state: <caller's JSON>}
+//                                  crc32}}, state: <caller's JSON>, sharding: <format 2 only>}
 //   <root>/step_00000200.tmp/      being written (or left by a crash); never read
 //   <root>/latest                  "step_00000200\n": the newest committed checkpoint
 //
@@ -21,7 +22,10 @@
 
 namespace brigade {
 
+// 1: whole tensors written by one rank. 2: per-rank shard files described by "sharding"
+// (ckpt/shard_index.h). Readers accept both.
 inline constexpr int kCheckpointFormatVersion = 1;
+inline constexpr int kShardedCheckpointFormatVersion = 2;
 inline constexpr char kManifestFileName[] = "manifest.json";
 inline constexpr char kLatestFileName[] = "latest";
 
@@ -41,9 +45,13 @@ std::optional<int64_t> parse_step_tmp_name(std::string_view name);
 bool is_checkpoint_file_name(std::string_view name);
 
 struct Manifest {
+  int format_version = kCheckpointFormatVersion;
   int64_t step = 0;
   std::map<std::string, FileDigest> files;
   nlohmann::json state = nlohmann::json::object();
+  // Format 2 only: which rank's file holds which piece of every tensor (an object, parsed and
+  // validated by ShardIndex::from_json); null in format 1.
+  nlohmann::json sharding;
 
   nlohmann::json to_json() const;
   // Parses and validates the structure (not the files). Throws CheckpointError naming `path`

@@ -338,6 +338,17 @@ void SafetensorsFile::read_raw(const std::string& name, void* out, int64_t nbyte
   pread_exact(out, nbytes, data_start_ + t.begin);
 }
 
+void SafetensorsFile::read_raw_range(const std::string& name, void* out, int64_t offset,
+                                     int64_t nbytes) const {
+  const StTensorInfo& t = info(name);
+  if (offset < 0 || nbytes < 0 || offset > t.end - t.begin || nbytes > t.end - t.begin - offset) {
+    throw IoError("bytes [" + std::to_string(offset) + ", +" + std::to_string(nbytes) +
+                  ") are outside tensor '" + name + "' in " + path_ + " (" +
+                  std::to_string(t.end - t.begin) + " bytes)");
+  }
+  pread_exact(out, nbytes, data_start_ + t.begin + offset);
+}
+
 void SafetensorsFile::read_f32(const std::string& name, float* out, int64_t count) const {
   const StTensorInfo& t = info(name);
   const int64_t numel = t.numel();

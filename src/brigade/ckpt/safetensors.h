@@ -101,6 +101,9 @@ class SafetensorsFile {
 
   // Copies the raw bytes of a tensor; nbytes must equal its size. Throws IoError.
   void read_raw(const std::string& name, void* out, int64_t nbytes) const;
+  // Copies bytes [offset, offset + nbytes) of a tensor's data (a part of a shard piece).
+  // Throws IoError if the range is not inside the tensor or the read fails.
+  void read_raw_range(const std::string& name, void* out, int64_t offset, int64_t nbytes) const;
   // Reads a tensor as f32. F32 is copied; BF16 and F16 are widened. count must equal the
   // number of elements. Throws IoError on a mismatch, another dtype or a failed read.
   void read_f32(const std::string& name, float* out, int64_t count) const;

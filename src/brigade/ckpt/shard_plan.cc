@@ -1,0 +1,126 @@
+#include "brigade/ckpt/shard_plan.h"
+
+#include <map>
+
+#include "brigade/base/check.h"
+#include "brigade/base/error.h"
+#include "brigade/ckpt/json_exchange.h"
+
+namespace brigade {
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + ")";
+}
+
+}  // namespace
+
+nlohmann::json shard_pieces_to_json(const std::vector<ShardPiece>& pieces) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const ShardPiece& p : pieces) {
+    j.push_back({{"tensor", p.tensor},
+                 {"shape", p.shape},
+                 {"dtype", st_dtype_name(p.dtype)},
+                 {"flat", p.region.flat},
+                 {"start", p.region.start},
+                 {"count", p.region.count}});
+  }
+  return j;
+}
+
+std::vector<ShardPiece> shard_pieces_from_json(const nlohmann::json& j, const std::string& who) {
+  std::vector<ShardPiece> out;
+  try {
+    for (const auto& pj : j) {
+      ShardPiece p;
+      p.tensor = pj.at("tensor").get<std::string>();
+      p.shape = pj.at("shape").get<std::vector<int64_t>>();
+      const auto dtype = parse_st_dtype(pj.at("dtype").get<std::string>());
+      if (!dtype) throw ConfigError(who + ": unknown dtype in " + pj.dump());
+      p.dtype = *dtype;
+      p.region.flat = pj.at("flat").get<bool>();
+      p.region.start = pj.at("start").get<std::vector<int64_t>>();
+      p.region.count = pj.at("count").get<std::vector<int64_t>>();
+      out.push_back(std::move(p));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(who + ": malformed piece declarations: " + e.what());
+  }
+  return out;
+}
+
+ShardPlan ShardPlan::build(Communicator& comm, std::vector<ShardPiece> mine, nlohmann::json mesh) {
+  const std::vector<std::string> texts =
+      all_gather_strings(comm, shard_pieces_to_json(mine).dump());
+  std::vector<std::vector<ShardPiece>> all;
+  for (int r = 0; r < comm.size(); ++r) {
+    const std::string who = "checkpoint pieces of rank " + std::to_string(r);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(texts[r]);
+    } catch (const nlohmann::json::exception& e) {
+      throw ConfigError(who + ": not valid JSON: " + e.what());
+    }
+    all.push_back(r == comm.rank() ? mine : shard_pieces_from_json(j, who));
+  }
+  return from_all(comm.rank(), all, std::move(mesh));
+}
+
+ShardPlan ShardPlan::from_all(int rank, const std::vector<std::vector<ShardPiece>>& all,
+                              nlohmann::json mesh) {
+  BRIGADE_CHECK(rank >= 0 && rank < static_cast<int>(all.size()))
+      << "rank " << rank << " of " << all.size();
+  ShardPlan plan;
+  plan.rank_ = rank;
+  plan.pieces_ = all[rank];
+  plan.index_.world_size = static_cast<int>(all.size());
+  plan.index_.mesh = std::move(mesh);
+  std::map<std::string, int> declared_by;  // tensor -> first rank that declared it
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    std::map<std::string, int> keys_used;  // per rank: tensor -> pieces written so far
+    for (size_t i = 0; i < all[r].size(); ++i) {
+      const ShardPiece& p = all[r][i];
+      const std::string where = "checkpoint piece '" + p.tensor + "' " + p.region.to_string() +
+                                " of rank " + std::to_string(r);
+      if (p.tensor.empty() || p.tensor == "__metadata__" || p.tensor.find('#') != std::string::npos)
+        throw ConfigError(where + ": tensor names must be non-empty, without '#'");
+      if (const auto err = region_error(p.region, p.shape)) throw ConfigError(where + ": " + *err);
+      auto [it, fresh] = plan.index_.tensors.try_emplace(p.tensor);
+      ShardTensorEntry& t = it->second;
+      if (fresh) {
+        t.shape = p.shape;
+        t.dtype = p.dtype;
+        declared_by[p.tensor] = r;
+      } else if (t.shape != p.shape || t.dtype != p.dtype) {
+        throw ConfigError(where + ": shape " + shape_str(p.shape) + " " + st_dtype_name(p.dtype) +
+                          " differs from rank " + std::to_string(declared_by[p.tensor]) + "'s " +
+                          shape_str(t.shape) + " " + st_dtype_name(t.dtype));
+      }
+      bool replicated = false;
+      for (const ShardPieceEntry& e : t.pieces) replicated |= e.region == p.region;
+      if (replicated) continue;  // a lower rank (or this one, twice) writes it
+      const int k = keys_used[p.tensor]++;
+      ShardPieceEntry e{r, shard_file_name(r),
+                        k == 0 ? p.tensor : p.tensor + "#" + std::to_string(k), p.region};
+      if (r == rank) {
+        const int64_t nbytes = p.region.numel() * st_dtype_size(p.dtype);
+        plan.written_.push_back({i, e.key, nbytes});
+        plan.bytes_to_write_ += nbytes;
+        plan.file_name_ = e.file;
+      }
+      t.pieces.push_back(std::move(e));
+    }
+  }
+  for (const auto& [name, t] : plan.index_.tensors) {
+    if (const auto err = shard_coverage_error(t)) {
+      throw ConfigError("checkpoint tensor '" + name + "' " + shape_str(t.shape) +
+                        ": the declared pieces do not tile it: " + *err);
+    }
+  }
+  return plan;
+}
+
+}  // namespace brigade
