@@ -32,17 +32,19 @@ const char* op_kind_name(OpKind kind) {
   return "unknown_op";
 }
 
-void CommStats::record(OpKind kind, int64_t bytes_sent, int64_t bytes_received) {
+void CommStats::record(OpKind kind, int64_t bytes_sent, int64_t bytes_received, int64_t rounds) {
   Atomic& c = counters_[static_cast<int>(kind)];
   c.calls.fetch_add(1, std::memory_order_relaxed);
   c.sent.fetch_add(bytes_sent, std::memory_order_relaxed);
   c.received.fetch_add(bytes_received, std::memory_order_relaxed);
+  c.rounds.fetch_add(rounds, std::memory_order_relaxed);
 }
 
 OpCounters CommStats::get(OpKind kind) const {
   const Atomic& c = counters_[static_cast<int>(kind)];
   return OpCounters{c.calls.load(std::memory_order_relaxed), c.sent.load(std::memory_order_relaxed),
-                    c.received.load(std::memory_order_relaxed)};
+                    c.received.load(std::memory_order_relaxed),
+                    c.rounds.load(std::memory_order_relaxed)};
 }
 
 OpCounters CommStats::total() const {
@@ -52,6 +54,7 @@ OpCounters CommStats::total() const {
     t.calls += c.calls;
     t.bytes_sent += c.bytes_sent;
     t.bytes_received += c.bytes_received;
+    t.rounds += c.rounds;
   }
   return t;
 }
@@ -61,6 +64,7 @@ void CommStats::reset() {
     c.calls.store(0, std::memory_order_relaxed);
     c.sent.store(0, std::memory_order_relaxed);
     c.received.store(0, std::memory_order_relaxed);
+    c.rounds.store(0, std::memory_order_relaxed);
   }
 }
 
@@ -86,8 +90,9 @@ std::string CommStats::summary() const {
     OpCounters c = get(static_cast<OpKind>(k));
     if (c.calls == 0) continue;
     out += op_kind_name(static_cast<OpKind>(k));
-    out += ": " + std::to_string(c.calls) + " calls, sent " + human_bytes(c.bytes_sent) +
-           ", received " + human_bytes(c.bytes_received) + "\n";
+    out += ": " + std::to_string(c.calls) + " calls, " + std::to_string(c.rounds) +
+           " rounds, sent " + human_bytes(c.bytes_sent) + ", received " +
+           human_bytes(c.bytes_received) + "\n";
   }
   return out;
 }

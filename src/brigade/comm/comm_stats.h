@@ -7,6 +7,10 @@
 // byte counts from its transport, so it DERIVES them exactly from the algorithm Gloo runs for
 // each call (see wire_traffic.h for every formula); tests/comm/wire_bytes_mp_test.cc checks the
 // derivation against the kernel's TCP byte counters. Only successful operations are counted.
+//
+// Each call also adds its ROUNDS: the sequential round trips on the operation's critical path,
+// likewise derived from the algorithm (wire_traffic.h), not measured. rounds x RTT is the
+// latency a slow link adds to the operation when nothing overlaps it (docs/slow-links.md).
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -36,6 +40,7 @@ struct OpCounters {
   int64_t calls = 0;
   int64_t bytes_sent = 0;
   int64_t bytes_received = 0;
+  int64_t rounds = 0;  // sequential round trips, derived (see above)
 };
 
 // Thread-safe counters: the communicator's worker thread adds, any thread reads.
@@ -45,14 +50,16 @@ class CommStats {
   CommStats(const CommStats&) = delete;
   CommStats& operator=(const CommStats&) = delete;
 
-  // Adds one completed call of `kind` that moved the given payload bytes.
-  void record(OpKind kind, int64_t bytes_sent, int64_t bytes_received);
+  // Adds one completed call of `kind` that moved the given payload bytes in `rounds`
+  // sequential round trips (0 where the caller does not know them).
+  void record(OpKind kind, int64_t bytes_sent, int64_t bytes_received, int64_t rounds = 0);
 
   OpCounters get(OpKind kind) const;
   // Sum over all kinds.
   OpCounters total() const;
   void reset();
-  // One line per kind with calls > 0, e.g. "all_reduce: 12 calls, sent 4.0 MiB, received 4.0 MiB".
+  // One line per kind with calls > 0, e.g.
+  // "all_reduce: 12 calls, 24 rounds, sent 4.0 MiB, received 4.0 MiB".
   std::string summary() const;
 
  private:
@@ -60,6 +67,7 @@ class CommStats {
     std::atomic<int64_t> calls{0};
     std::atomic<int64_t> sent{0};
     std::atomic<int64_t> received{0};
+    std::atomic<int64_t> rounds{0};
   };
   std::array<Atomic, kNumOpKinds> counters_;
 };

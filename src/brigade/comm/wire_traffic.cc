@@ -14,6 +14,12 @@ int64_t round_up(int64_t value, int64_t multiple) {
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
+// ceil(log2 n) for n >= 1.
+int64_t ceil_log2(int world) {
+  int64_t steps = 0;
+  while ((int64_t{1} << steps) < world) ++steps;
+  return steps;
+}
 }  // namespace
 
 Traffic ring_allreduce_traffic(int64_t total_bytes, int64_t element_bytes, int world, int rank,
@@ -38,7 +44,36 @@ Traffic ring_allreduce_traffic(int64_t total_bytes, int64_t element_bytes, int w
   const int64_t own = chunk_bytes(rank);
   const int64_t prev = chunk_bytes((rank + world - 1) % world);
   const int64_t next = chunk_bytes((rank + 1) % world);
-  return Traffic{2 * total_bytes - own - prev, 2 * total_bytes - own - next};
+  return Traffic{2 * total_bytes - own - prev, 2 * total_bytes - own - next,
+                 ring_allreduce_rounds(total_bytes, element_bytes, world, max_segment_bytes)};
+}
+
+int64_t ring_allreduce_rounds(int64_t total_bytes, int64_t element_bytes, int world,
+                              int64_t max_segment_bytes) {
+  BRIGADE_CHECK(world >= 1 && element_bytes > 0 && total_bytes >= 0)
+      << "world " << world << " total " << total_bytes << " element " << element_bytes;
+  if (world == 1 || total_bytes == 0) return 0;
+  const int64_t max_seg = element_bytes * std::max<int64_t>(1, max_segment_bytes / element_bytes);
+  const int64_t num_segments =
+      round_up(std::max<int64_t>(ceil_div(total_bytes, max_seg), 2 * int64_t{world}), world);
+  const int64_t messages_per_phase = (world - 1) * (num_segments / world);
+  return 2 * ceil_div(messages_per_phase, 2);
+}
+
+int64_t ring_allgather_rounds(int world) {
+  return world > 1 ? world - 1 : 0;
+}
+
+int64_t pairwise_alltoall_rounds(int world) {
+  return world > 1 ? 1 : 0;
+}
+
+int64_t binomial_broadcast_rounds(int world) {
+  return ceil_log2(world);
+}
+
+int64_t barrier_rounds(int world) {
+  return ceil_log2(world);
 }
 
 Traffic ring_allgatherv_traffic(std::span<const int64_t> bytes_per_rank, int rank) {
@@ -47,7 +82,8 @@ Traffic ring_allgatherv_traffic(std::span<const int64_t> bytes_per_rank, int ran
   if (world == 1) return Traffic{};
   int64_t total = 0;
   for (int64_t b : bytes_per_rank) total += b;
-  return Traffic{total - bytes_per_rank[(rank + 1) % world], total - bytes_per_rank[rank]};
+  return Traffic{total - bytes_per_rank[(rank + 1) % world], total - bytes_per_rank[rank],
+                 ring_allgather_rounds(world)};
 }
 
 Traffic pairwise_alltoallv_traffic(std::span<const int64_t> send_bytes,
@@ -61,6 +97,7 @@ Traffic pairwise_alltoallv_traffic(std::span<const int64_t> send_bytes,
     t.sent += send_bytes[p];
     t.received += recv_bytes[p];
   }
+  t.rounds = pairwise_alltoall_rounds(static_cast<int>(send_bytes.size()));
   return t;
 }
 
@@ -86,6 +123,7 @@ Traffic binomial_broadcast_traffic(int64_t bytes, int world, int rank, int root)
       t.received += bytes;
     }
   }
+  t.rounds = binomial_broadcast_rounds(world);
   return t;
 }
 

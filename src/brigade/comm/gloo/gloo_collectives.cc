@@ -73,7 +73,7 @@ std::vector<int64_t> scaled(const std::vector<int64_t>& v, int64_t factor) {
 }
 
 Traffic plus(Traffic a, Traffic b) {
-  return Traffic{a.sent + b.sent, a.received + b.received};
+  return Traffic{a.sent + b.sent, a.received + b.received, a.rounds + b.rounds};
 }
 
 template <typename T>
@@ -247,7 +247,7 @@ Traffic gloo_barrier(GlooShared& s) {
   gloo::BarrierOptions o(s.context);
   o.setTimeout(s.timeout);
   gloo::barrier(o);
-  return barrier_traffic();
+  return barrier_traffic(s.size);
 }
 
 }  // namespace brigade::detail

@@ -75,9 +75,9 @@ class P2PWork final : public Work {
       bool ok = st_->is_send ? st_->buffer->waitSend(s.timeout) : st_->buffer->waitRecv(s.timeout);
       if (!ok) throw CommError(CommError::Kind::kOther, "transfer aborted");
       if (st_->is_send) {
-        s.stats.record(OpKind::kSend, st_->op.bytes, 0);
+        s.stats.record(OpKind::kSend, st_->op.bytes, 0, 1);
       } else {
-        s.stats.record(OpKind::kRecv, 0, st_->op.bytes);
+        s.stats.record(OpKind::kRecv, 0, st_->op.bytes, 1);
       }
     } catch (...) {
       CommError e = make_comm_error(std::current_exception(), s, st_->op, since(start));
@@ -118,7 +118,7 @@ std::unique_ptr<Work> GlooCommunicator::enqueue(OpDesc op, std::function<Traffic
       s->mark_broken(e);
       throw e;
     }
-    s->stats.record(op.kind, t.sent, t.received);
+    s->stats.record(op.kind, t.sent, t.received, t.rounds);
   });
   return std::make_unique<QueuedWork>(std::move(state));
 }
