@@ -22,7 +22,7 @@ struct Expected {
 // The layout written out independently of the model code.
 std::vector<Expected> expected_layout(int64_t V, int64_t T, int64_t C, int64_t L) {
   const auto R = TpSplit::kReplicated, D0 = TpSplit::kDim0, D1 = TpSplit::kDim1;
-  std::vector<Expected> e = {{"wte.weight", {V, C}, true, R}, {"wpe.weight", {T, C}, true, R}};
+  std::vector<Expected> e = {{"wte.weight", {V, C}, true, D0}, {"wpe.weight", {T, C}, true, R}};
   for (int64_t l = 0; l < L; ++l) {
     const std::string h = "h." + std::to_string(l) + ".";
     e.push_back({h + "ln_1.weight", {C}, false, R});

@@ -5,38 +5,44 @@
 // a final ln_f, the unembedding tied to wte (logits = x @ wte^T) and a fused softmax
 // cross-entropy. Every activation and activation-gradient buffer is allocated once in the
 // constructor for (max_batch, seq_len); forward and backward never allocate.
+//
+// Optionally tensor-parallel (Megatron): given a TpContext over tp ranks, this object holds
+// rank tp.rank()'s shard of the model (gpt_layout.h says which tensors are cut how) and runs
+// its part of every layer, communicating over tp.comm (parallel/tensor/tp_comm.h). All tp
+// ranks of a group must call forward and backward together, on the same batch.
 #include <cstdint>
 #include <vector>
 
+#include "brigade/model/gpt_block.h"
+#include "brigade/model/gpt_config.h"
+#include "brigade/model/gpt_head.h"
+#include "brigade/model/gpt_layout.h"
 #include "brigade/model/model.h"
+#include "brigade/parallel/tensor/tp_context.h"
 
 namespace brigade {
 
-struct GptConfig {
-  int64_t vocab = 256;    // V
-  int64_t seq_len = 256;  // T: the context length, also the size of wpe
-  int64_t d_model = 256;  // C
-  int64_t n_layer = 4;    // L
-  int64_t n_head = 4;     // NH; must divide d_model
-  // Throws ConfigError naming the field when a value is out of range.
-  void validate() const;
-};
-
 class Gpt : public Model {
  public:
-  // Builds the parameter layout (GPT-2 names, forward order), allocates params, grads and
-  // every activation buffer for (max_batch, seq_len). Parameters are zero until initialize().
-  // Initialisation: normal(0, 0.02) for wte, wpe and every matrix except the two c_proj
-  // weights, which get 0.02/sqrt(2 n_layer) (GPT-2's residual scaling); biases zero;
-  // LayerNorm gains one.
-  Gpt(const GptConfig& config, int64_t max_batch);
+  // Builds the parameter layout (GPT-2 names, forward order; this rank's shards under tensor
+  // parallelism), allocates params, grads and every activation buffer for (max_batch,
+  // seq_len). Parameters are zero until initialize(), which gives every tp rank the slice of
+  // the tp = 1 initialisation (see build_gpt_layout). Throws ConfigError for a bad config or
+  // a tp degree that does not divide n_head, 4 * d_model or (sequence parallel) seq_len.
+  Gpt(const GptConfig& config, int64_t max_batch, const TpContext& tp = {});
 
   const GptConfig& config() const { return config_; }
+  const GptShard& shard() const { return shard_; }
+  const TpContext& tp() const { return tp_; }
+  // The tp = 1 layout of the same model (layout() itself at tp = 1): what checkpoints store and
+  // what parallel/tensor/tp_layout.h gathers into and slices from.
+  const ParamLayout& full_layout() const { return tp_.active() ? full_layout_ : layout_; }
   int64_t max_batch() const override { return max_batch_; }
 
   // batch.tokens and batch.targets hold batch.size * T entries, T = batch.seq_len (at most
   // the model's seq_len; 0 means seq_len). Returns the mean cross-entropy over targets >= 0 (0 when
   // there are none). An empty batch.targets skips the loss: only the logits are computed.
+  // Under sequence parallelism batch.size * T must be a multiple of tp.
   float forward(const Batch& batch) override;
 
   // Backward of the last forward (same batch; one backward per forward). Accumulates into grads()
@@ -47,69 +53,57 @@ class Gpt : public Model {
   // acquires each in order and releases it after use, except that the head (ln_f and the tied
   // wte) stays acquired for backward; backward re-acquires the blocks from L-1 down and releases
   // everything before the embedding backward, which reads no parameters.
+  // Under tensor parallelism every reported gradient is final for this rank's shard: replicated
+  // tensors hold the same gradient on every tp rank.
   void backward(const Batch& batch, float loss_scale) override;
 
   // Runs forward without a loss and returns logits(). For sampling: pad a shorter prompt
   // to seq_len with any token; causal attention keeps position t independent of later ones.
   const float* forward_logits(const Batch& batch);
 
-  // Logits (batch.size, seq_len, vocab) of the last forward. backward() overwrites them
-  // with their gradient (the cross-entropy backward works in place), so read them before.
-  const float* logits() const { return logits_.data(); }
+  // Logits (batch.size, seq_len, Vl) of the last forward: the whole vocabulary (Vl = vocab) at
+  // tp = 1, else this rank's columns [shard().vocab_begin, + Vl) of the padded vocabulary
+  // (columns >= vocab are padding and meaningless). backward() overwrites them with their
+  // gradient (the cross-entropy backward works in place), so read them before.
+  const float* logits() const { return head_.logits.data(); }
 
   // 6 * N * T + 12 * L * C * T^2 per sequence: N counts every parameter that enters a
   // matmul or elementwise op per token, i.e. all parameters except wpe (wte is counted
   // once, as the tied head matmul); 12 L C T^2 is the attention score and value matmuls,
-  // forward + backward, without discount for the causal mask (PaLM, appendix B).
+  // forward + backward, without discount for the causal mask (PaLM, appendix B). Always the
+  // whole (tp = 1) model: a tp group shares these flops.
   double flops_per_example() const override;
 
  private:
-  // One block's parameter offsets in the flat buffer.
-  struct BlockParams {
-    int64_t ln1_w, ln1_b, attn_w, attn_b, attn_proj_w, attn_proj_b;
-    int64_t ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
-    int64_t begin, end;  // [begin, end): the block's whole range
-  };
   // Parameter groups (Model::param_groups()): embeddings, blocks 0..L-1, ln_f.
   static constexpr int kEmbGroup = 0;
   static int block_group(int64_t l) { return static_cast<int>(l) + 1; }
   int lnf_group() const { return static_cast<int>(config_.n_layer) + 1; }
 
-  void build_layout();
   void check_batch(const Batch& batch, bool need_targets) const;
   int64_t seq_len_of(const Batch& batch) const;
+  GptPass make_pass(const Batch& batch) const;
   void run_forward(const Batch& batch);
-  // Per-layer slice of a (L, max_batch, T, width) activation buffer.
-  float* layer(std::vector<float>& buf, int64_t l, int64_t width) {
-    return buf.data() + l * max_batch_ * config_.seq_len * width;
+  // The residual stream entering block l (the embedding output for l = 0).
+  const float* block_input(int64_t l) const {
+    return l == 0 ? encoded_.data() : acts_[l - 1].residual3.data();
   }
 
   GptConfig config_;
   int64_t max_batch_;
-  int64_t wte_, wpe_, lnf_w_, lnf_b_;
-  std::vector<BlockParams> blocks_;
+  TpContext tp_;
+  GptShard shard_;
+  GptParams w_;
+  ParamLayout full_layout_;  // only under tensor parallelism
 
-  // Activations saved for backward. (L, B, T, width) unless noted.
-  std::vector<float> encoded_;  // (B,T,C): block 0's input
-  std::vector<float> ln1_, ln1_mean_, ln1_rstd_;
-  std::vector<float> qkv_;        // (L,B,T,3C)
-  std::vector<float> atty_;       // (L,B,T,C): attention output before c_proj
-  std::vector<float> att_lse_;    // (L,B,NH,T)
-  std::vector<float> residual2_;  // after the attention residual
-  std::vector<float> ln2_, ln2_mean_, ln2_rstd_;
-  std::vector<float> fch_, fch_gelu_;             // (L,B,T,4C)
-  std::vector<float> residual3_;                  // block output
-  std::vector<float> lnf_, lnf_mean_, lnf_rstd_;  // (B,T,C), (B,T), (B,T)
-  std::vector<float> logits_;                     // (B,T,V); dlogits after backward
-  std::vector<float> losses_, loss_lse_;          // (B,T)
-  int64_t valid_targets_ = 0;                     // targets >= 0 in the last forward
-  bool backward_ready_ = false;     // a forward with targets ran since the last backward
-  std::vector<float> scratch_btc_;  // forward: projection output before residual add
+  std::vector<float> encoded_;  // (rows,C): block 0's input
+  std::vector<BlockActivations> acts_;
+  HeadActivations head_;
+  int64_t valid_targets_ = 0;    // targets >= 0 in the last forward
+  bool backward_ready_ = false;  // a forward with targets ran since the last backward
 
-  // Activation gradients, reused by every block.
-  std::vector<float> dresidual_;          // (B,T,C): gradient of the residual stream
-  std::vector<float> dbtc_;               // (B,T,C): dlnf, datty, dln2, dln1 in turn
-  std::vector<float> dbt4c_a_, dbt4c_b_;  // (B,T,4C): dfch_gelu / dfch, dqkv
+  GptScratch scratch_;            // shared by every block and the head
+  std::vector<float> dresidual_;  // (rows,C): gradient of the residual stream
 };
 
 }  // namespace brigade

@@ -33,6 +33,34 @@ const ParamSpec& ParamLayout::at(const std::string& name) const {
   return *s;
 }
 
+int64_t ParamSpec::full_numel() const {
+  if (!is_tp_shard()) return numel;
+  int64_t n = 1;
+  for (int64_t d : full_shape) n *= d;
+  return n;
+}
+
+// Local element (row i, column j) of a shard. kDim0: row i lies in block i / piece (piece =
+// shape[0] / parts rows per block on this rank) and maps to full row block * full_block +
+// tp_rank * piece + i % piece; columns are whole. kDim1: the same on columns, rows whole.
+int64_t ParamSpec::full_index(int64_t local) const {
+  if (!is_tp_shard()) return local;
+  const int64_t cols = shape.size() > 1 ? numel / shape[0] : 1;
+  const int64_t full_cols = full_shape.size() > 1 ? full_numel() / full_shape[0] : 1;
+  int64_t i = local / cols, j = local % cols;
+  if (tp_split == TpSplit::kDim0) {
+    const int64_t piece = shape[0] / tp_parts;
+    const int64_t full_block = tp_parts == 1 ? piece * tp_size : full_shape[0] / tp_parts;
+    i = (i / piece) * full_block + static_cast<int64_t>(tp_rank) * piece + i % piece;
+    if (i >= full_shape[0]) return -1;  // vocab padding
+  } else {
+    const int64_t piece = cols / tp_parts;
+    const int64_t full_block = full_cols / tp_parts;
+    j = (j / piece) * full_block + static_cast<int64_t>(tp_rank) * piece + j % piece;
+  }
+  return i * full_cols + j;
+}
+
 void ParamLayout::initialize(float* params, uint64_t seed) const {
   for (const auto& s : specs_) {
     float* p = params + s.offset;
@@ -41,11 +69,29 @@ void ParamLayout::initialize(float* params, uint64_t seed) const {
         for (int64_t i = 0; i < s.numel; ++i) p[i] = 0.0f;
         break;
       case Init::kOnes:
-        for (int64_t i = 0; i < s.numel; ++i) p[i] = 1.0f;
+        // Padding rows stay zero (they are never read by the loss).
+        for (int64_t i = 0; i < s.numel; ++i) p[i] = s.full_index(i) < 0 ? 0.0f : 1.0f;
         break;
-      case Init::kNormal:
-        fill_normal(p, s.numel, 0.0f, s.init_std, seed, hash_name(s.name));
+      case Init::kNormal: {
+        if (!s.is_tp_shard()) {
+          fill_normal(p, s.numel, 0.0f, s.init_std, seed, hash_name(s.name));
+          break;
+        }
+        // Within a row of the shard the full indices are consecutive (only whole rows or
+        // column pieces are cut), so fill piece by piece.
+        const int64_t cols = s.shape.size() > 1 ? s.numel / s.shape[0] : 1;
+        const int64_t run = s.tp_split == TpSplit::kDim1 ? cols / s.tp_parts : cols;
+        for (int64_t i = 0; i < s.numel; i += run) {
+          const int64_t f = s.full_index(i);
+          if (f < 0) {
+            for (int64_t k = 0; k < run; ++k) p[i + k] = 0.0f;
+          } else {
+            fill_normal(p + i, run, 0.0f, s.init_std, seed, hash_name(s.name),
+                        static_cast<uint64_t>(f));
+          }
+        }
         break;
+      }
     }
   }
 }

@@ -14,7 +14,8 @@ namespace brigade {
 enum class Init { kZeros, kOnes, kNormal };
 
 // How a tensor is cut across tp ranks (Megatron): kDim0 splits the output features of a
-// column-parallel weight (and its bias), kDim1 the input features of a row-parallel weight.
+// column-parallel weight (and its bias) or the rows of the vocab-parallel embedding, kDim1 the
+// input features of a row-parallel weight.
 enum class TpSplit { kReplicated, kDim0, kDim1 };
 
 struct ParamSpec {
@@ -26,6 +27,20 @@ struct ParamSpec {
   float init_std = 0.02f;    // for Init::kNormal
   bool weight_decay = true;  // AdamW decays matrices, not biases or norm gains
   TpSplit tp_split = TpSplit::kReplicated;
+  // Tensor parallelism. With tp_size > 1 and a split, this tensor is shard tp_rank of the
+  // tensor of shape full_shape (the tp=1 tensor). The split dim consists of tp_parts equal
+  // blocks (3 for c_attn: q, k, v), each cut into tp_size pieces; the shard is the rank's piece
+  // of every block, concatenated. Rows of dim 0 at or past full_shape[0] are padding (a vocab
+  // padded to a multiple of tp): initialised to zero, absent from the full tensor.
+  std::vector<int64_t> full_shape = {};  // empty: the tensor is whole (shape)
+  int tp_rank = 0;
+  int tp_size = 1;
+  int tp_parts = 1;
+
+  bool is_tp_shard() const { return tp_size > 1 && tp_split != TpSplit::kReplicated; }
+  // Flat index in the full tensor of this tensor's element `local`, or -1 for padding.
+  int64_t full_index(int64_t local) const;
+  int64_t full_numel() const;
 };
 
 // An ordered table of ParamSpecs. Parameters are laid out in the order they are added,
@@ -41,7 +56,8 @@ class ParamLayout {
   const ParamSpec* find(const std::string& name) const;
 
   // Writes the initial value of every parameter into params (length total()). Values depend
-  // only on (seed, name, element index), never on the layout of other tensors.
+  // only on (seed, name, element index), never on the layout of other tensors; a tp shard gets
+  // the values of its elements' indices in the full tensor, so tp=k starts from the tp=1 weights.
   void initialize(float* params, uint64_t seed) const;
 
  private:

@@ -1,0 +1,95 @@
+// The block's arithmetic is llm.c's; gpt_sublayer.cc adds the tensor-parallel entry and exit.
+// With Cl = C/tp and NHl = NH/tp, this rank's qkv (BT,3Cl) is [q | k | v] of its own heads
+// (c_attn's shard takes the same rows of each of q, k, v), so the attention kernel runs
+// unchanged on NHl heads of size C/NH, and its output columns are the input columns of this
+// rank's attn.c_proj shard.
+#include "brigade/model/gpt_block.h"
+
+#include "brigade/kernels/cpu/attention.h"
+#include "brigade/kernels/cpu/gelu.h"
+#include "brigade/kernels/cpu/matmul.h"
+#include "brigade/monitor/op_profiler.h"
+
+namespace brigade {
+
+void BlockActivations::allocate(const GptConfig& c, const GptShard& sh, int64_t max_batch,
+                                int64_t max_rows) {
+  const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
+  const int64_t BT = max_batch * c.seq_len, C = c.d_model;
+  ln1_mean.resize(sz(max_rows));
+  ln1_rstd.resize(sz(max_rows));
+  attn_in.resize(sz(BT * C));
+  qkv.resize(sz(BT * 3 * sh.c_local));
+  atty.resize(sz(BT * sh.c_local));
+  lse.resize(sz(max_batch * sh.heads_local * c.seq_len));
+  residual2.resize(sz(max_rows * C));
+  ln2_mean.resize(sz(max_rows));
+  ln2_rstd.resize(sz(max_rows));
+  mlp_in.resize(sz(BT * C));
+  fch.resize(sz(BT * sh.fc_local));
+  fch_gelu.resize(sz(BT * sh.fc_local));
+  residual3.resize(sz(max_rows * C));
+}
+
+void block_forward(const GptPass& pass, const GptBlockParams& w, const float* p, const float* x,
+                   BlockActivations& a, GptScratch& s) {
+  const int64_t BT = pass.BT, C = pass.C;
+  const int64_t Cl = pass.shard->c_local, NHl = pass.shard->heads_local;
+  const int64_t Fl = pass.shard->fc_local;
+  // Attention: residual2 = x + c_proj(attn(c_attn(ln_1(x)))).
+  norm_enter_forward(pass, a.attn_in.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, p + w.ln1_w,
+                     p + w.ln1_b, s);
+  timed(pass.profiler, Op::kMatmulForward, matmul_forward, a.qkv.data(), a.attn_in.data(),
+        p + w.attn_w, p + w.attn_b, BT, C, 3 * Cl);
+  timed(pass.profiler, Op::kAttentionForward, attention_forward, a.atty.data(), a.lse.data(),
+        a.qkv.data(), pass.B, pass.T, Cl, NHl);
+  row_parallel_exit_forward(pass, a.residual2.data(), x, a.atty.data(), p + w.attn_proj_w,
+                            p + w.attn_proj_b, Cl, s);
+  // MLP: residual3 = residual2 + c_proj(gelu(c_fc(ln_2(residual2)))).
+  norm_enter_forward(pass, a.mlp_in.data(), a.ln2_mean.data(), a.ln2_rstd.data(),
+                     a.residual2.data(), p + w.ln2_w, p + w.ln2_b, s);
+  timed(pass.profiler, Op::kMatmulForward, matmul_forward, a.fch.data(), a.mlp_in.data(),
+        p + w.fc_w, p + w.fc_b, BT, C, Fl);
+  timed(pass.profiler, Op::kGeluForward, gelu_forward, a.fch_gelu.data(), a.fch.data(), BT * Fl);
+  row_parallel_exit_forward(pass, a.residual3.data(), a.residual2.data(), a.fch_gelu.data(),
+                            p + w.fc_proj_w, p + w.fc_proj_b, Fl, s);
+}
+
+void block_backward_mlp(const GptPass& pass, const GptBlockParams& w, const float* p, float* g,
+                        BlockActivations& a, float* dres, GptScratch& s) {
+  const int64_t BT = pass.BT, C = pass.C, Fl = pass.shard->fc_local;
+  float* dfch_gelu = s.d4c_a.data();
+  float* dfch = s.d4c_b.data();
+  zero_prefix(pass, s.d4c_a, BT * Fl);
+  row_parallel_exit_backward(pass, dfch_gelu, g + w.fc_proj_w, g + w.fc_proj_b, dres,
+                             a.fch_gelu.data(), p + w.fc_proj_w, Fl, s);
+  zero_prefix(pass, s.d4c_b, BT * Fl);
+  timed(pass.profiler, Op::kGeluBackward, gelu_backward, dfch, a.fch.data(), dfch_gelu, BT * Fl);
+  zero_prefix(pass, s.din, BT * C);
+  timed(pass.profiler, Op::kMatmulBackward, matmul_backward, s.din.data(), g + w.fc_w, g + w.fc_b,
+        dfch, a.mlp_in.data(), p + w.fc_w, BT, C, Fl);
+  norm_enter_backward(pass, dres, g + w.ln2_w, g + w.ln2_b, s.din.data(), a.residual2.data(),
+                      p + w.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), s);
+}
+
+void block_backward_attention(const GptPass& pass, const GptBlockParams& w, const float* p,
+                              float* g, BlockActivations& a, const float* x, float* dres,
+                              GptScratch& s) {
+  const int64_t BT = pass.BT, C = pass.C;
+  const int64_t Cl = pass.shard->c_local, NHl = pass.shard->heads_local;
+  float* datty = s.d4c_b.data();  // (BT,Cl): free once the MLP backward is done
+  float* dqkv = s.d4c_a.data();   // (BT,3Cl)
+  zero_prefix(pass, s.d4c_b, BT * Cl);
+  row_parallel_exit_backward(pass, datty, g + w.attn_proj_w, g + w.attn_proj_b, dres, a.atty.data(),
+                             p + w.attn_proj_w, Cl, s);
+  zero_prefix(pass, s.d4c_a, BT * 3 * Cl);
+  timed(pass.profiler, Op::kAttentionBackward, attention_backward, dqkv, datty, a.qkv.data(),
+        a.atty.data(), a.lse.data(), pass.B, pass.T, Cl, NHl);
+  zero_prefix(pass, s.din, BT * C);
+  timed(pass.profiler, Op::kMatmulBackward, matmul_backward, s.din.data(), g + w.attn_w,
+        g + w.attn_b, dqkv, a.attn_in.data(), p + w.attn_w, BT, C, 3 * Cl);
+  norm_enter_backward(pass, dres, g + w.ln1_w, g + w.ln1_b, s.din.data(), x, p + w.ln1_w,
+                      a.ln1_mean.data(), a.ln1_rstd.data(), s);
+}
+
+}  // namespace brigade

@@ -1,0 +1,30 @@
+#include "brigade/model/gpt_config.h"
+
+#include <string>
+
+#include "brigade/base/error.h"
+
+namespace brigade {
+
+namespace {
+
+void require_positive(const char* key, int64_t value) {
+  if (value <= 0)
+    throw ConfigError(std::string("model.") + key + " = " + std::to_string(value) +
+                      ": must be > 0");
+}
+
+}  // namespace
+
+void GptConfig::validate() const {
+  require_positive("vocab", vocab);
+  require_positive("seq_len", seq_len);
+  require_positive("d_model", d_model);
+  require_positive("n_layer", n_layer);
+  require_positive("n_head", n_head);
+  if (d_model % n_head != 0)
+    throw ConfigError("model.n_head = " + std::to_string(n_head) +
+                      ": must divide model.d_model = " + std::to_string(d_model));
+}
+
+}  // namespace brigade

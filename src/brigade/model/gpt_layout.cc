@@ -1,0 +1,113 @@
+#include "brigade/model/gpt_layout.h"
+
+#include <cmath>
+#include <string>
+
+#include "brigade/base/error.h"
+
+namespace brigade {
+
+void validate_tensor_parallel(const GptConfig& c, int tp, bool sequence_parallel) {
+  const std::string factor = "parallel.tp = " + std::to_string(tp);
+  if (tp < 1) throw ConfigError(factor + ": must be >= 1");
+  // Every violated rule in one message, so one fix attempt sees them all.
+  std::string why;
+  auto require = [&](bool ok, const std::string& what, const char* reason) {
+    if (!ok)
+      why +=
+          (why.empty() ? "" : "; ") + what + " is not divisible by " + factor + " (" + reason + ")";
+  };
+  require(c.n_head % tp == 0, "model.n_head = " + std::to_string(c.n_head),
+          "attention heads are split across tp ranks");
+  require((4 * c.d_model) % tp == 0, "4 * model.d_model = " + std::to_string(4 * c.d_model),
+          "the MLP hidden features are split");
+  if (sequence_parallel)
+    require(c.seq_len % tp == 0, "model.seq_len = " + std::to_string(c.seq_len),
+            "sequence parallelism splits the token rows");
+  if (!why.empty()) throw ConfigError("tensor parallelism: " + why);
+}
+
+GptShard make_gpt_shard(const GptConfig& c, int tp_size, int tp_rank) {
+  validate_tensor_parallel(c, tp_size, false);
+  GptShard s;
+  s.tp_size = tp_size;
+  s.tp_rank = tp_rank;
+  s.vocab_padded = (c.vocab + tp_size - 1) / tp_size * tp_size;
+  s.vocab_local = s.vocab_padded / tp_size;
+  s.vocab_begin = tp_rank * s.vocab_local;
+  s.heads_local = c.n_head / tp_size;
+  s.c_local = c.d_model / tp_size;
+  s.fc_local = 4 * c.d_model / tp_size;
+  return s;
+}
+
+GptParams build_gpt_layout(const GptConfig& c, const GptShard& s, ParamLayout& layout,
+                           std::vector<ParamGroup>& groups) {
+  const int64_t V = c.vocab, T = c.seq_len, C = c.d_model;
+  const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(c.n_layer));
+  const auto R = TpSplit::kReplicated, D0 = TpSplit::kDim0, D1 = TpSplit::kDim1;
+  // full: the tp = 1 shape; parts: equal blocks of the split dim cut separately (q, k, v).
+  auto add = [&](const std::string& name, std::vector<int64_t> full, Init init, float std,
+                 bool decay, TpSplit split, int parts) {
+    std::vector<int64_t> shape = full;
+    if (s.tp_size > 1 && split != R) {
+      const size_t dim = split == D0 ? 0 : 1;
+      // Round up to a multiple of tp: only the vocab needs it (the rest is validated).
+      const int64_t per = (full[dim] / parts + s.tp_size - 1) / s.tp_size;
+      shape[dim] = per * parts;
+    }
+    ParamSpec spec{.name = name,
+                   .shape = std::move(shape),
+                   .init = init,
+                   .init_std = std,
+                   .weight_decay = decay,
+                   .tp_split = split};
+    if (s.tp_size > 1 && split != R) {
+      spec.full_shape = std::move(full);
+      spec.tp_rank = s.tp_rank;
+      spec.tp_size = s.tp_size;
+      spec.tp_parts = parts;
+    }
+    return layout.add(std::move(spec));
+  };
+  auto weight = [&](const std::string& name, std::vector<int64_t> full, float std, TpSplit split,
+                    int parts = 1) {
+    return add(name, std::move(full), Init::kNormal, std, true, split, parts);
+  };
+  auto vec = [&](const std::string& name, int64_t n, Init init, TpSplit split, int parts = 1) {
+    return add(name, {n}, init, 0.0f, false, split, parts);
+  };
+
+  GptParams p;
+  p.wte = weight("wte.weight", {V, C}, 0.02f, D0);
+  p.wpe = weight("wpe.weight", {T, C}, 0.02f, R);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const std::string h = "h." + std::to_string(l) + ".";
+    GptBlockParams b;
+    b.ln1_w = vec(h + "ln_1.weight", C, Init::kOnes, R);
+    b.begin = b.ln1_w;
+    b.ln1_b = vec(h + "ln_1.bias", C, Init::kZeros, R);
+    b.attn_w = weight(h + "attn.c_attn.weight", {3 * C, C}, 0.02f, D0, 3);
+    b.attn_b = vec(h + "attn.c_attn.bias", 3 * C, Init::kZeros, D0, 3);
+    b.attn_proj_w = weight(h + "attn.c_proj.weight", {C, C}, proj_std, D1);
+    b.attn_proj_b = vec(h + "attn.c_proj.bias", C, Init::kZeros, R);
+    b.ln2_w = vec(h + "ln_2.weight", C, Init::kOnes, R);
+    b.ln2_b = vec(h + "ln_2.bias", C, Init::kZeros, R);
+    b.fc_w = weight(h + "mlp.c_fc.weight", {4 * C, C}, 0.02f, D0);
+    b.fc_b = vec(h + "mlp.c_fc.bias", 4 * C, Init::kZeros, D0);
+    b.fc_proj_w = weight(h + "mlp.c_proj.weight", {C, 4 * C}, proj_std, D1);
+    b.fc_proj_b = vec(h + "mlp.c_proj.bias", C, Init::kZeros, R);
+    b.end = layout.total();
+    p.blocks.push_back(b);
+  }
+  p.lnf_w = vec("ln_f.weight", C, Init::kOnes, R);
+  p.lnf_b = vec("ln_f.bias", C, Init::kZeros, R);
+
+  // Layer groups for sharded parameters (ZeRO-3): embeddings, each block, ln_f.
+  groups.push_back({p.wte, p.blocks.front().begin});
+  for (const GptBlockParams& b : p.blocks) groups.push_back({b.begin, b.end});
+  groups.push_back({p.lnf_w, layout.total()});
+  return p;
+}
+
+}  // namespace brigade
