@@ -21,8 +21,10 @@
 //   ZeRO-1  all-gather chunks: 2 (b/N + b)
 //   ZeRO-2  that + the gradient of the block backward is computing (4 G) + the gradient being
 //           exchanged (at most 4 b) + 2 receive buffers (2 b)
-//   ZeRO-3  4 G + 4 b + 2 b of gradient as ZeRO-2, + the parameters of the group computing and
-//           of the one prefetched (2 x 4 G).
+//   ZeRO-3  the gather budget (parallel/sharded_params.h: parameters gathered or in flight +
+//           gradients being produced, default 2 x 4 G) + 4 b + 2 b of gradient as ZeRO-2.
+//           --gather-budget 0 lifts the budget (the schedule before it): backward then holds
+//           the block computing, its gradient and the block prefetched, 3 x 4 G.
 #include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,6 +33,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -54,6 +57,7 @@ struct Options {
   int64_t micro_batch = 4;
   int64_t steps = 2;
   double bucket_mb = 1.0;
+  double gather_budget = 2.0;  // ZeRO-3, in largest groups; 0: unlimited
   std::vector<int> ranks = {2, 4};
 };
 
@@ -78,6 +82,10 @@ void reset_peak_rss() {
   std::ofstream out("/proc/self/clear_refs");
   out << "5";  // resets VmHWM to the current VmRSS (Linux >= 4.0)
   if (!out) throw IoError("/proc/self/clear_refs: cannot reset the peak RSS");
+}
+
+double budget_groups(const Options& o) {
+  return o.gather_budget > 0 ? o.gather_budget : std::numeric_limits<double>::infinity();
 }
 
 // One rank of one configuration, in a forked child. Writes one line to fd.
@@ -107,7 +115,8 @@ void run_rank(const Options& o, int stage, int world, int rank, int port, int fd
   auto sync = make_dp_strategy(
       group.world.get(), model, OptimizerConfig{},
       DpOptions{.zero = stage,
-                .bucket_elems = static_cast<int64_t>(o.bucket_mb * (1 << 20) / sizeof(float))});
+                .bucket_elems = static_cast<int64_t>(o.bucket_mb * (1 << 20) / sizeof(float)),
+                .gather_budget_groups = budget_groups(o)});
   model.initialize(1);
   sync->distribute_from_rank0(false);
 
@@ -201,7 +210,7 @@ double formula_bytes(int stage, int world) {
 }
 
 // The working set in flight that the formulas leave out (see the top of this file), in KiB.
-double in_flight_kb(int stage, int world, double max_group, double bucket_mb) {
+double in_flight_kb(int stage, int world, double max_group, double bucket_mb, double budget) {
   const double b = bucket_mb * 1024, g = 4 * max_group / 1024, n = world;
   switch (stage) {
     case 0:
@@ -211,7 +220,7 @@ double in_flight_kb(int stage, int world, double max_group, double bucket_mb) {
     case 2:
       return 2 * (b / n + b) + g + 6 * b;
     default:
-      return 3 * g + 6 * b;
+      return std::min(budget, 3.0) * g + 6 * b;
   }
 }
 
@@ -227,9 +236,9 @@ int run(const Options& o) {
       static_cast<double>(single[0].peak_kb - single[0].base_kb) - 16.0 * params / 1024.0;
   fmt::print(
       "GPT d_model {} n_layer {} seq_len {} vocab {}, micro-batch {}: P = {} parameters "
-      "({:.1f} MiB f32); {} steps per run, bucket {} MiB\n",
+      "({:.1f} MiB f32); {} steps per run, bucket {} MiB, ZeRO-3 gather budget {} groups\n",
       o.model.d_model, o.model.n_layer, o.model.seq_len, o.model.vocab, o.micro_batch,
-      single[0].params, params * 4 / (1 << 20), o.steps, o.bucket_mb);
+      single[0].params, params * 4 / (1 << 20), o.steps, o.bucket_mb, budget_groups(o));
   fmt::print(
       "single process (DDP, 1 rank): base {:.1f} MiB, peak {:.1f} MiB -> activations "
       "and workspace A = peak - base - 16 P = {:.1f} MiB\n\n",
@@ -243,8 +252,8 @@ int run(const Options& o) {
       std::vector<Sample> samples = run_config(o, stage, world);
       const double f = formula_bytes(stage, world);
       const double state_kb = f * params / 1024.0;
-      const double flight_kb =
-          in_flight_kb(stage, world, static_cast<double>(samples[0].max_group), o.bucket_mb);
+      const double flight_kb = in_flight_kb(stage, world, static_cast<double>(samples[0].max_group),
+                                            o.bucket_mb, budget_groups(o));
       double max_peak = 0, max_pred = 0, max_base = 0, dev = 0, dev_all = 0;
       for (const Sample& s : samples) {
         const double pred = static_cast<double>(s.base_kb) + state_kb + act_kb;
@@ -287,6 +296,8 @@ int main(int argc, char** argv) {
   app.add_option("--micro-batch", o.micro_batch);
   app.add_option("--steps", o.steps);
   app.add_option("--bucket-mb", o.bucket_mb);
+  app.add_option("--gather-budget", o.gather_budget,
+                 "ZeRO-3 gather budget in largest parameter groups (0: unlimited)");
   app.add_option("--ranks", o.ranks, "data-parallel sizes to measure (besides 1)");
   CLI11_PARSE(app, argc, argv);
   try {

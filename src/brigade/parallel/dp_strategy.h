@@ -27,6 +27,10 @@ struct DpOptions {
   int zero = 0;                       // 0: DDP; 1, 2, 3: ZeRO stage
   int64_t bucket_elems = 256 * 1024;  // gradient bucket (and all-gather chunk) size
   WireDtype wire = WireDtype::kF32;   // DDP / ZeRO-1 gradient payload (ZeRO-2/3: f32 only)
+  // ZeRO-3: parameters gathered or in flight plus gradients being produced, in units of the
+  // largest parameter group, beyond which a prefetch waits (parallel/sharded_params.h). 2: no
+  // more than forward holds; infinity: prefetch on every hint, 3 groups at the backward peak.
+  double gather_budget_groups = 2.0;
 };
 
 class DpStrategy {

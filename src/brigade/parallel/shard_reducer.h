@@ -60,13 +60,16 @@ class ShardReducer {
 
   int64_t num_buckets() const { return static_cast<int64_t>(tracker_.buckets().size()); }
 
+  // The grad-ready hook installed on the model; public so that a hook chaining more work after
+  // it (ZeRO-3's parameter gatherer) can replace the installed one.
+  void on_grad_ready(int64_t offset, int64_t count);
+
  private:
   struct InFlight {
     size_t bucket;
     int slot;  // receive buffer, -1 when the rank owns nothing of the bucket
     std::unique_ptr<Work> work;
   };
-  void on_grad_ready(int64_t offset, int64_t count);
   void launch(size_t bucket);
   double complete_oldest();
   double drain();

@@ -42,7 +42,15 @@ ZeroStrategy::ZeroStrategy(Communicator& dp, Model& model, const OptimizerConfig
         dp_, model_, shards_, std::max<int64_t>(1, options.bucket_elems / dp.size()),
         /*max_in_flight_elems=*/4 * options.bucket_elems);
   }
-  if (stage_ == 3) gatherer_ = std::make_unique<ShardedParams>(dp_, model_, shards_);
+  if (stage_ == 3) {
+    gatherer_ = std::make_unique<ShardedParams>(dp_, model_, shards_, options.gather_budget_groups);
+    // Gradients first (their buckets launch and give pages back), then the parameters whose
+    // gradients are final go, and a waiting prefetch starts in the room made.
+    model_.set_grad_ready_hook([this](int64_t offset, int64_t count) {
+      reducer_->on_grad_ready(offset, count);
+      gatherer_->grads_final(offset, count);
+    });
+  }
   chunk_ = std::max<int64_t>(1, std::min(options.bucket_elems / dp.size(), shards_.shard()));
   if (stage_ <= 2) {
     for (int s = 0; s < 2; ++s) {
@@ -53,6 +61,7 @@ ZeroStrategy::ZeroStrategy(Communicator& dp, Model& model, const OptimizerConfig
 }
 
 ZeroStrategy::~ZeroStrategy() {
+  model_.set_grad_ready_hook(nullptr);  // the ZeRO-3 hook calls members destroyed before reducer_
   for (auto& w : gather_work_) {
     if (!w) continue;
     try {
@@ -77,6 +86,7 @@ void ZeroStrategy::before_backward(bool last_micro_step) {
   } else {
     exposed_s_ += reducer_->arm();  // sharded gradients: every micro-step is reduce-scattered
   }
+  if (gatherer_) gatherer_->begin_backward();
 }
 
 double ZeroStrategy::finish_gradients() {

@@ -39,6 +39,8 @@ class ZeroStrategy : public DpStrategy {
   ~ZeroStrategy() override;
 
   const ShardLayout& shards() const { return shards_; }
+  // Stage 3's parameter gatherer (null below stage 3), for its counters.
+  const ShardedParams* gatherer() const { return gatherer_.get(); }
   int zero_stage() const override { return stage_; }
   Optimizer& optimizer() override { return *optimizer_; }
 
