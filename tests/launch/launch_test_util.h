@@ -71,6 +71,42 @@ inline std::vector<pid_t> processes_with_env(const std::string& entry) {
   return found;
 }
 
+// The environment of process `pid` as "NAME=value" entries (empty for a zombie or a process
+// that is gone).
+inline std::vector<std::string> environment_of(pid_t pid) {
+  std::string env = read_text("/proc/" + std::to_string(pid) + "/environ");
+  std::vector<std::string> entries;
+  for (size_t pos = 0; pos < env.size();) {
+    size_t nul = env.find('\0', pos);
+    if (nul == std::string::npos) nul = env.size();
+    entries.push_back(env.substr(pos, nul - pos));
+    pos = nul + 1;
+  }
+  return entries;
+}
+
+// Pids of live processes whose BRIGADE_RUN_ID starts with `run_id` (an elastic launch gives
+// restart k the id "<run_id>.r<k>") and, when rank >= 0, whose RANK is `rank`.
+inline std::vector<pid_t> processes_of_launch(const std::string& run_id, int rank = -1) {
+  std::vector<pid_t> found;
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return found;
+  while (dirent* e = ::readdir(proc)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    bool ours = false, rank_ok = rank < 0;
+    for (const auto& entry : environment_of(static_cast<pid_t>(pid))) {
+      ours = ours || entry == "BRIGADE_RUN_ID=" + run_id ||
+             entry.rfind("BRIGADE_RUN_ID=" + run_id + ".r", 0) == 0;
+      rank_ok = rank_ok || entry == "RANK=" + std::to_string(rank);
+    }
+    if (ours && rank_ok) found.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(proc);
+  return found;
+}
+
 // `brigade <args>` running in the background; stdout and stderr go to files in `dir`, and
 // `extra_env` ("NAME=value") is added to (or replaces in) this process's environment.
 class BackgroundBrigade {

@@ -339,6 +339,11 @@ TEST(LaunchCli, InvalidOptionsAreConfigErrorsNamingTheOption) {
            {"--nproc 2 --run-id 'a/b' -- train x", "--run-id 'a/b'"},
            {"--nproc 2 --exec -- /nonexistent/prog", "/nonexistent/prog"},
            {"--nproc 2 --exec -- no-such-program-xyz", "no-such-program-xyz"},
+           {"--nproc 2 --max-restarts -1 -- train x", "--max-restarts -1"},
+           {"--nproc 2 --max-restarts 1 --min-nproc 3 -- train x", "--min-nproc 3"},
+           {"--nproc 2 --min-nproc 1 -- train x", "give --max-restarts as well"},
+           {"--nproc 2 --nnodes 2 --master h:1 --max-restarts 1 -- train x", "needs --nnodes 1"},
+           {"--nproc 2 --heartbeat-timeout -1 -- train x", "--heartbeat-timeout -1"},
            {"--nproc 2", "args"},
            {"--nproc two -- train x", "--nproc"},
        }) {

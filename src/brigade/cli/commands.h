@@ -4,6 +4,8 @@
 // the process exit code and lets brigade::Error propagate to main, which prints it.
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace brigade::cli {
 
@@ -16,5 +18,10 @@ Command add_tokenize(CLI::App& app);
 Command add_launch(CLI::App& app);
 Command add_export(CLI::App& app);
 Command add_import(CLI::App& app);
+
+// For `brigade launch`: when the worker command is `train <config> [--set ...]`, loads and
+// validates that config, so a bad one is refused (ConfigError) before any worker starts.
+// Other worker commands are left to the workers.
+void validate_worker_config(const std::vector<std::string>& worker_args);
 
 }  // namespace brigade::cli

@@ -1,5 +1,6 @@
 // `brigade launch --nproc N [--nnodes M --node-rank K --master HOST:PORT] [--grace S] [--exec]
-//  [--run-id ID] -- <worker command...>`: see runtime/launcher.h and docs/launching.md.
+//  [--run-id ID] [--max-restarts R [--min-nproc M]] [--heartbeat-timeout S]
+//  -- <worker command...>`: see runtime/launcher.h and docs/launching.md.
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,10 +39,21 @@ Command add_launch(CLI::App& app) {
                 "subcommand");
   sub->add_option("--run-id", o.run_id,
                   "BRIGADE_RUN_ID for the workers (give every node the same); default: fresh");
+  sub->add_option("--max-restarts", o.max_restarts,
+                  "restart all workers after a failure, up to this many times; they resume from "
+                  "the latest checkpoint")
+      ->capture_default_str();
+  sub->add_option("--min-nproc", o.min_nproc,
+                  "with --max-restarts: each restart drops the failed worker's slot, down to this "
+                  "many workers (default: --nproc, never shrink)");
+  sub->add_option("--heartbeat-timeout", o.heartbeat_timeout_s,
+                  "seconds without a heartbeat after which a worker is hung (0: off)")
+      ->capture_default_str();
   sub->add_option("args", o.args, "worker command: a brigade subcommand with its arguments")
       ->required();
   return [args]() {
     LaunchOptions options = args->options;
+    if (!options.exec_raw) validate_worker_config(options.args);
     if (!args->master.empty()) {
       HostPort hp = parse_host_port(args->master, "--master");
       options.master_addr = hp.host;

@@ -21,6 +21,20 @@ void add_config_args(CLI::App* sub, ConfigArgs& args) {
 }
 }  // namespace
 
+void validate_worker_config(const std::vector<std::string>& worker_args) {
+  if (worker_args.empty() || worker_args[0] != "train") return;
+  CLI::App app("worker");
+  ConfigArgs args;
+  add_config_args(&app, args);
+  std::vector<std::string> rest(worker_args.rbegin(), worker_args.rend() - 1);  // CLI11: reversed
+  try {
+    app.parse(rest);
+  } catch (const CLI::ParseError&) {
+    return;  // the worker reports its own command-line errors
+  }
+  load_config(args.path, args.overrides).validate();
+}
+
 Command add_train(CLI::App& app) {
   auto args = std::make_shared<ConfigArgs>();
   auto* sub = app.add_subcommand("train", "train a model from a config");

@@ -69,6 +69,20 @@ std::vector<Field> fields(Config& c) {
       {"parallel", "bucket_mb", &c.parallel.bucket_mb},
       {"parallel", "grad_wire", &c.parallel.grad_wire},
       {"parallel", "zero", &c.parallel.zero},
+      {"sync", "method", &c.sync.method},
+      {"sync", "payload", &c.sync.payload},
+      {"sync", "inner_steps", &c.sync.inner_steps},
+      {"sync", "outer_lr", &c.sync.outer_lr},
+      {"sync", "outer_momentum", &c.sync.outer_momentum},
+      {"sync", "nesterov", &c.sync.nesterov},
+      {"sync", "fragments", &c.sync.fragments},
+      {"sync", "int8_chunk", &c.sync.int8_chunk},
+      {"sync", "demo_beta", &c.sync.demo_beta},
+      {"sync", "demo_k", &c.sync.demo_k},
+      {"sync", "demo_max_chunk", &c.sync.demo_max_chunk},
+      {"sync", "powersgd_rank", &c.sync.powersgd_rank},
+      {"sync", "topk_fraction", &c.sync.topk_fraction},
+      {"sync", "topk_k", &c.sync.topk_k},
       {"comm", "backend", &c.comm.backend},
       {"comm", "timeout_s", &c.comm.timeout_s},
       {"comm", "store", &c.comm.store},
@@ -205,9 +219,9 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
     bool known_section = false;
     for (const auto& f : schema) known_section |= (section == f.section);
     if (!known_section) {
-      throw ConfigError(
-          fmt::format("{}: unknown section [{}] (allowed: run, model, data, train, parallel, comm)",
-                      origin, section));
+      throw ConfigError(fmt::format(
+          "{}: unknown section [{}] (allowed: run, model, data, train, parallel, sync, comm)",
+          origin, section));
     }
     for (const auto& [key, value] : table.as_table()) {
       const Field* field = nullptr;

@@ -70,6 +70,30 @@ struct ParallelConfig {
   int64_t zero = 0;
 };
 
+// How data-parallel replicas agree (docs/low-communication.md). "ddp" all-reduces gradients
+// every step (parallel.zero picks DDP or a ZeRO stage); the others keep gradients local and
+// exchange far less: DiLoCo's periodic pseudo-gradient average, DeMo's top-k DCT coefficients,
+// or a compressed gradient (PowerSGD, EF-signSGD, top-k with error feedback).
+struct SyncConfig {
+  std::string method = "ddp";  // "ddp" | "diloco" | "demo" | "powersgd" | "signef" | "topk"
+  // Wire format of the exchange; "auto" = the method's default (ddp: parallel.grad_wire,
+  // signef: "1bit", others "f32"). ddp: f32, bf16; diloco: f32, int8; demo: f32, bf16, 1bit;
+  // powersgd: f32; signef: 1bit; topk: f32, bf16.
+  std::string payload = "auto";
+  int64_t inner_steps = 50;      // diloco: H, inner steps between outer steps
+  double outer_lr = 0.7;         // diloco: outer SGD learning rate
+  double outer_momentum = 0.9;   // diloco: outer momentum
+  bool nesterov = true;          // diloco: Nesterov (true) or heavy-ball outer momentum
+  int64_t fragments = 1;         // diloco: streaming fragments synced staggered (1 = plain)
+  int64_t int8_chunk = 262144;   // diloco int8: values per quantization chunk
+  double demo_beta = 0.999;      // demo: residual decay
+  int64_t demo_k = 32;           // demo: coefficients sent per chunk
+  int64_t demo_max_chunk = 64;   // demo: chunk edge limit (1..64)
+  int64_t powersgd_rank = 4;     // powersgd: rank r
+  double topk_fraction = 0.001;  // topk: share of gradient entries sent per step
+  int64_t topk_k = 0;            // topk: entries sent per step; > 0 overrides topk_fraction
+};
+
 struct CommConfig {
   std::string backend = "gloo";  // registered communicator backend
   double timeout_s = 60;         // every collective and the rendezvous give up after this
@@ -85,6 +109,7 @@ struct Config {
   DataConfig data;
   TrainConfig train;
   ParallelConfig parallel;
+  SyncConfig sync;
   CommConfig comm;
 
   // Throws ConfigError naming the key, the value and what is allowed.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "brigade/base/error.h"
 #include "brigade/runtime/config.h"
@@ -35,6 +36,57 @@ void require_range(int64_t value, const char* key, int64_t lo, int64_t hi) {
 void require_real(double value, const char* key, double lo, double hi, bool lo_open) {
   bool ok = std::isfinite(value) && (lo_open ? value > lo : value >= lo) && value <= hi;
   require(ok, key, value, fmt::format("must be in {}{}, {}]", lo_open ? "(" : "[", lo, hi));
+}
+
+// The payloads each sync.method can put on the wire ("auto" is always allowed).
+std::vector<const char*> payloads_of(const std::string& method) {
+  if (method == "ddp") return {"auto", "f32", "bf16"};
+  if (method == "diloco") return {"auto", "f32", "int8"};
+  if (method == "demo") return {"auto", "f32", "bf16", "1bit"};
+  if (method == "powersgd") return {"auto", "f32"};
+  if (method == "signef") return {"auto", "1bit"};
+  return {"auto", "f32", "bf16"};  // topk
+}
+
+void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
+  require_one_of(sync.method, "sync.method",
+                 {"ddp", "diloco", "demo", "powersgd", "signef", "topk"});
+  std::string list;
+  bool known = false;
+  for (const char* p : payloads_of(sync.method)) {
+    known |= sync.payload == p;
+    list += (list.empty() ? "" : ", ") + fmt::format("\"{}\"", p);
+  }
+  require(known, "sync.payload", fmt::format("\"{}\"", sync.payload),
+          fmt::format("allowed values with sync.method = \"{}\" are {}", sync.method, list));
+  require_range(sync.inner_steps, "sync.inner_steps", 1, 1 << 30);
+  require_real(sync.outer_lr, "sync.outer_lr", 0.0, 1e3, true);
+  require_real(sync.outer_momentum, "sync.outer_momentum", 0.0, 0.999999, false);
+  require_range(sync.fragments, "sync.fragments", 1, sync.inner_steps);
+  require_range(sync.int8_chunk, "sync.int8_chunk", 1, 0xffffffffLL);
+  require_real(sync.demo_beta, "sync.demo_beta", 0.0, 0.999999, false);
+  require_range(sync.demo_k, "sync.demo_k", 1, 4096);
+  require_range(sync.demo_max_chunk, "sync.demo_max_chunk", 1, 64);
+  require_range(sync.powersgd_rank, "sync.powersgd_rank", 1, 1 << 16);
+  require_real(sync.topk_fraction, "sync.topk_fraction", 0.0, 1.0, true);
+  require_range(sync.topk_k, "sync.topk_k", 0, INT64_MAX);
+  if (sync.method == "ddp") {
+    require(
+        sync.payload == "auto" || parallel.grad_wire == "f32" || sync.payload == parallel.grad_wire,
+        "sync.payload", fmt::format("\"{}\"", sync.payload),
+        fmt::format("contradicts parallel.grad_wire = \"{}\" (set one of them)",
+                    parallel.grad_wire));
+    return;
+  }
+  require(parallel.zero == 0, "parallel.zero", parallel.zero,
+          fmt::format("must be 0 with sync.method = \"{}\": ZeRO shards the gradient "
+                      "all-reduce of DDP, which this method replaces",
+                      sync.method));
+  require(parallel.grad_wire == "f32", "parallel.grad_wire",
+          fmt::format("\"{}\"", parallel.grad_wire),
+          fmt::format("must be \"f32\" with sync.method = \"{}\" (its wire format is "
+                      "sync.payload)",
+                      sync.method));
 }
 
 bool valid_name(const std::string& s) {
@@ -118,6 +170,8 @@ void Config::validate() const {
           fmt::format("must be \"f32\" with parallel.zero = {} (ZeRO-2/3 reduce-scatter f32 "
                       "gradients; bf16 needs zero <= 1)",
                       parallel.zero));
+
+  validate_sync(sync, parallel);
 
   require(!comm.backend.empty(), "comm.backend", "\"\"", "must name a backend (\"gloo\")");
   require_real(comm.timeout_s, "comm.timeout_s", 0.0, 86400.0, true);

@@ -42,6 +42,28 @@ void LaunchOptions::validate() const {
       ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
     if (!ok) fail("--run-id", "'" + run_id + "'", "must be 1-64 characters of A-Z a-z 0-9 . _ -");
   }
+  if (max_restarts < 0 || max_restarts > 1000) {
+    fail("--max-restarts", std::to_string(max_restarts), "must be in [0, 1000]");
+  }
+  if (min_nproc != 0 && (min_nproc < 1 || min_nproc > nproc)) {
+    fail("--min-nproc", std::to_string(min_nproc),
+         "must be in [1, " + std::to_string(nproc) + "] (--nproc " + std::to_string(nproc) + ")");
+  }
+  if (nnodes > 1 && (max_restarts > 0 || min_nproc_or_nproc() < nproc)) {
+    fail(max_restarts > 0 ? "--max-restarts" : "--min-nproc",
+         std::to_string(max_restarts > 0 ? max_restarts : min_nproc),
+         "needs --nnodes 1: the agents of different nodes do not agree on restarts yet");
+  }
+  if (min_nproc_or_nproc() < nproc && max_restarts == 0) {
+    fail("--min-nproc", std::to_string(min_nproc),
+         "shrinks the group only when it restarts; give --max-restarts as well");
+  }
+  if (!std::isfinite(heartbeat_timeout_s) || heartbeat_timeout_s < 0 ||
+      heartbeat_timeout_s > 86400 || (heartbeat_timeout_s > 0 && heartbeat_timeout_s < 0.1)) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", heartbeat_timeout_s);
+    fail("--heartbeat-timeout", text, "must be 0 (off) or in [0.1, 86400] seconds");
+  }
   if (args.empty() || args[0].empty()) {
     fail("worker command", "(none)",
          "give it after --, e.g. brigade launch --nproc 2 -- train cfg.toml");

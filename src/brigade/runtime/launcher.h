@@ -10,9 +10,12 @@
 // started by this launcher, torchrun, srun or mpirun.
 //
 // Supervision: worker stdout/stderr are relayed line by line with a "[rank R] " prefix. When a
-// worker exits non-zero or dies by a signal, the launcher prints one line naming its rank and
-// status, sends SIGTERM to the others, SIGKILL after the grace period, reaps them all and
-// returns kExitWorkerFailed. SIGINT/SIGTERM/SIGHUP to the launcher are forwarded to the
+// worker exits non-zero, dies by a signal or stops sending heartbeats (runtime/heartbeat.h;
+// --heartbeat-timeout), the launcher prints one line naming its rank and status, sends SIGTERM
+// to the others, SIGKILL after the grace period, and reaps them all. Then, as an elastic agent
+// (launcher_policy.h), it starts the group again with a fresh rendezvous, up to --max-restarts
+// times, on fewer workers (down to --min-nproc) if asked; when it gives up it returns
+// kExitWorkerFailed. SIGINT/SIGTERM/SIGHUP to the launcher are forwarded to the
 // workers the same way (a second one sends SIGKILL at once). No process is left behind: each
 // worker leads its own process group (killed as a whole when the worker ends), dies with the
 // launcher (PR_SET_PDEATHSIG), and the launcher, a child subreaper, kills and reaps any
@@ -29,16 +32,23 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";  // rendezvous host (--master HOST:PORT)
   int master_port = 0;                    // 0: pick a free loopback port (single node only)
   double grace_s = 5;                     // SIGTERM -> SIGKILL delay in seconds (--grace)
-  bool exec_raw = false;          // run args[0] itself (--exec), not a subcommand of this binary
-  std::string run_id;             // BRIGADE_RUN_ID for the workers (--run-id); empty: a fresh one
-  std::vector<std::string> args;  // the worker command line
+  bool exec_raw = false;            // run args[0] itself (--exec), not a subcommand of this binary
+  std::string run_id;               // BRIGADE_RUN_ID for the workers (--run-id); empty: a fresh one
+  std::vector<std::string> args;    // the worker command line
+  int max_restarts = 0;             // restarts of the whole group after a failure (--max-restarts)
+  int min_nproc = 0;                // fewest workers a restart may use (--min-nproc); 0: nproc
+  double heartbeat_timeout_s = 30;  // a worker silent this long is hung (--heartbeat-timeout);
+                                    // 0: heartbeats off
+
+  int min_nproc_or_nproc() const { return min_nproc > 0 ? min_nproc : nproc; }
 
   // Throws ConfigError naming the command-line option, its value and what is allowed.
   void validate() const;
 };
 
-// Runs the workers to the end. Returns 0 when all exited 0, kExitWorkerFailed (7) when one
-// failed, 128 + signal number when the launcher was interrupted. Throws ConfigError for
+// Runs the workers to the end, restarting them as the options allow. Returns 0 when all workers
+// of a group exited 0, kExitWorkerFailed (7) when a worker failed and no restart was left (or
+// allowed), 128 + signal number when the launcher was interrupted. Throws ConfigError for
 // invalid options (nothing started) and IoError when workers cannot be started (those already
 // started are killed first). Assumes the calling process has no other children: it reaps and,
 // at the end, kills every child it finds.

@@ -39,6 +39,7 @@ std::shared_ptr<Store> open_store(const CommConfig& comm, const DistEnv& env,
 ProcessGroup join_process_group(const CommConfig& comm, const DistEnv& env) {
   ProcessGroup group;
   group.env = env;
+  group.heartbeat = start_heartbeat_from_env();
   if (env.world_size == 1) return group;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(comm.timeout_s * 1000));
   CommOptions& o = group.world_options;

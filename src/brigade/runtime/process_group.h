@@ -8,6 +8,7 @@
 #include "brigade/comm/store.h"
 #include "brigade/runtime/config.h"
 #include "brigade/runtime/dist_env.h"
+#include "brigade/runtime/heartbeat.h"
 
 namespace brigade {
 
@@ -15,6 +16,9 @@ struct ProcessGroup {
   DistEnv env;
   CommOptions world_options;            // what created `world` (sub-groups derive from it)
   std::unique_ptr<Communicator> world;  // null for a single process
+  // Beats to the `brigade launch` agent that started this process, from the moment it joins
+  // until the group is destroyed; null when no agent asked for heartbeats (runtime/heartbeat.h).
+  std::unique_ptr<HeartbeatSender> heartbeat;
   int rank() const { return env.rank; }
   int size() const { return env.world_size; }
 };
@@ -22,7 +26,9 @@ struct ProcessGroup {
 // Environment variable through which `brigade launch` hands its workers a file store folder.
 inline constexpr const char* kStoreDirEnv = "BRIGADE_STORE_DIR";
 
-// Single process: no store, no communicator. Otherwise the store comm.store selects and a
+// Starts the heartbeat to the launcher first (when BRIGADE_HEARTBEAT_FD is set), so that a
+// process stopped during the rendezvous is found too. Single process: no store, no
+// communicator. Otherwise the store comm.store selects and a
 // connected world communicator. Throws ConfigError for an unusable choice (naming the key),
 // CommError when peers do not join within comm.timeout_s.
 ProcessGroup join_process_group(const CommConfig& comm, const DistEnv& env);

@@ -18,9 +18,17 @@ namespace {
 // The file store folder of a single-node launch (runtime/process_group.h reads it).
 constexpr const char* kStoreDirVar = "BRIGADE_STORE_DIR";
 
-constexpr const char* kContractVars[] = {
-    "RANK",        "WORLD_SIZE",  "LOCAL_RANK",    "LOCAL_WORLD_SIZE",
-    "MASTER_ADDR", "MASTER_PORT", "BRIGADE_RUN_ID"};
+// The heartbeat variables name an fd of one particular agent; an inherited pair (a launch
+// inside a worker) would point at the wrong one.
+constexpr const char* kContractVars[] = {"RANK",
+                                         "WORLD_SIZE",
+                                         "LOCAL_RANK",
+                                         "LOCAL_WORLD_SIZE",
+                                         "MASTER_ADDR",
+                                         "MASTER_PORT",
+                                         "BRIGADE_RUN_ID",
+                                         "BRIGADE_HEARTBEAT_FD",
+                                         "BRIGADE_HEARTBEAT_INTERVAL_MS"};
 
 }  // namespace
 

@@ -15,7 +15,8 @@ namespace brigade {
 WorkerSpec worker_command(const LaunchOptions& options);
 
 // The environment of this process without the contract variables (RANK, WORLD_SIZE,
-// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, BRIGADE_RUN_ID).
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, BRIGADE_RUN_ID, and the heartbeat
+// variables of runtime/heartbeat.h).
 std::vector<std::string> inherited_env();
 
 // What all workers of one launch share.

@@ -85,6 +85,7 @@ WorkerProcess spawn_worker(const WorkerSpec& spec) {
     for (int* fd : {&out[0], &out[1], &err[0], &err[1]}) close_fd(*fd);
     throw IoError(std::string("creating pipes for a worker: ") + ::strerror(e));
   }
+  const int keep_fd = spec.keep_fd;
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
@@ -99,6 +100,7 @@ WorkerProcess spawn_worker(const WorkerSpec& spec) {
     // The launcher may have died before the line above; then nobody would kill us.
     if (::getppid() != parent) ::_exit(127);
     if (::dup2(devnull, 0) < 0 || ::dup2(out[1], 1) < 0 || ::dup2(err[1], 2) < 0) ::_exit(127);
+    if (keep_fd >= 3 && ::fcntl(keep_fd, F_SETFD, 0) != 0) ::_exit(127);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);

@@ -17,6 +17,8 @@ struct WorkerSpec {
   std::string path;               // the executable
   std::vector<std::string> argv;  // argv[0] included
   std::vector<std::string> env;   // the complete environment, "NAME=value" each
+  int keep_fd = -1;  // a close-on-exec fd (>= 3) of the launcher that the worker keeps open,
+                     // at the same number (its heartbeat socket); -1: none
 };
 
 struct WorkerProcess {

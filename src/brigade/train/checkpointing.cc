@@ -66,9 +66,11 @@ std::string save_checkpoint(const std::string& root, const SavedState& state, co
 }
 
 std::optional<SavedState> load_latest_checkpoint(const std::string& root, Model& model,
-                                                 Optimizer& optimizer, std::string* dir) {
+                                                 Optimizer& optimizer, std::string* dir,
+                                                 const CheckpointCheck& check) {
   auto reader = CheckpointReader::open_latest_valid(root);
   if (!reader) return std::nullopt;
+  if (check) check(state_from(*reader), reader->dir());
   read_params(*reader, model);
   for (const auto& view : optimizer.state_tensors()) {
     reader->read(kOptimizerFile, view.name, view.data, {view.end - view.begin});

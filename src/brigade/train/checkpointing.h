@@ -4,6 +4,7 @@
 // the tokenizer the run trained, and a JSON state (step, optimizer updates, sampler position,
 // resolved config, provenance).
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -26,9 +27,13 @@ std::string save_checkpoint(const std::string& root, const SavedState& state, co
 
 // Loads the newest valid checkpoint under root into model and optimizer (rejected ones are
 // reported on stderr and skipped). nullopt when there is none. Throws CheckpointError when
-// the checkpoint does not fit the model (a tensor missing or of another shape).
+// the checkpoint does not fit the model (a tensor missing or of another shape). check, if
+// given, sees the saved state (and the folder) before any tensor is read and may throw to refuse
+// it.
+using CheckpointCheck = std::function<void(const SavedState&, const std::string& dir)>;
 std::optional<SavedState> load_latest_checkpoint(const std::string& root, Model& model,
-                                                 Optimizer& optimizer, std::string* dir = nullptr);
+                                                 Optimizer& optimizer, std::string* dir = nullptr,
+                                                 const CheckpointCheck& check = {});
 
 // Loads only the parameters of the checkpoint folder dir into model (for generation and
 // evaluation). Returns its state.

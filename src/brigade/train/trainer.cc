@@ -3,7 +3,8 @@
 // while backward runs), stop or skip on a non-finite loss, clip the global gradient norm,
 // update with the scheduled learning rate, record metrics; evaluate and checkpoint on
 // schedule. Every rank runs the same loop on its slice of the global batch; how replicas agree
-// (DDP or a ZeRO stage, parallel.zero) is the DpStrategy's business (parallel/dp_strategy.h).
+// (DDP or a ZeRO stage, parallel.zero; or a low-communication method, sync.method) is the
+// DpStrategy's business (parallel/dp_strategy.h, sync/replica_sync.h).
 #include "brigade/train/trainer.h"
 
 #include <fmt/format.h>
@@ -23,11 +24,14 @@
 #include "brigade/runtime/process_group.h"
 #include "brigade/runtime/run_folder.h"
 #include "brigade/sync/grad_clip.h"
+#include "brigade/sync/lowcomm/common.h"
 #include "brigade/sync/lr_schedule.h"
 #include "brigade/sync/optimizer.h"
+#include "brigade/sync/replica_sync.h"
 #include "brigade/train/checkpointing.h"
 #include "brigade/train/evaluate.h"
 #include "brigade/train/model_factory.h"
+#include "brigade/train/sync_strategy.h"
 #include "brigade/train/training_data.h"
 
 namespace brigade {
@@ -64,13 +68,8 @@ class Trainer {
         log_(rank_, folder_.rank_log_path(rank_), rank_ == 0),
         data_(load_training_data(config, folder_)),
         model_(make_model(config.model, config.train.micro_batch)),
-        sync_(make_dp_strategy(
-            group_.world.get(), *model_, optimizer_config(config.train),
-            DpOptions{
-                .zero = static_cast<int>(config.parallel.zero),
-                .bucket_elems = std::max<int64_t>(
-                    1, static_cast<int64_t>(config.parallel.bucket_mb * (1 << 20) / sizeof(float))),
-                .wire = config.parallel.grad_wire == "bf16" ? WireDtype::kBF16 : WireDtype::kF32})),
+        sync_(make_sync_strategy(config, group_.world.get(), *model_)),
+        replica_(dynamic_cast<ReplicaSync*>(sync_.get())),
         loader_(*data_.train, SamplerOptions{.seed = static_cast<uint64_t>(config.run.seed),
                                              .micro_batch = config.train.micro_batch,
                                              .grad_accum = config.train.grad_accum,
@@ -115,7 +114,8 @@ class Trainer {
   Log log_;
   TrainingData data_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<DpStrategy> sync_;  // DDP or ZeRO; owns this rank's optimizer
+  std::unique_ptr<DpStrategy> sync_;  // DDP, ZeRO or ReplicaSync; owns this rank's optimizer
+  ReplicaSync* replica_;              // sync_ when sync.method is not "ddp", else null
   DataLoader loader_;
   Batch batch_;
   Batch eval_batch_;
@@ -131,7 +131,31 @@ class Trainer {
   int64_t nan_step_ = injected_nan_step();
   std::string last_checkpoint_ = "none";
   double last_loss_ = 0, last_norm_ = 0, last_exposed_comm_s_ = 0;
+  Traffic formula_total_;  // replica sync: bytes by formula over this invocation's steps
 };
+
+// What a checkpoint records about how replicas were synced, and the check that a resume can
+// use it: replica-local state (sync/replica_sync.h) is saved per replica, so a low-communication
+// method resumes only with the same method and number of replicas. DDP and ZeRO checkpoints hold
+// no per-replica state and resume each other at any size.
+nlohmann::json sync_record(const Config& config, int64_t replicas) {
+  return {{"method", config.sync.method}, {"replicas", replicas}};
+}
+
+void check_sync_record(const nlohmann::json& saved, const Config& config, int64_t replicas,
+                       const std::string& dir) {
+  const std::string method =
+      saved.contains("method") ? saved.at("method").get<std::string>() : "ddp";
+  const int64_t saved_replicas =
+      saved.contains("replicas") ? saved.at("replicas").get<int64_t>() : replicas;
+  if (method == "ddp" && config.sync.method == "ddp") return;
+  if (method == config.sync.method && saved_replicas == replicas) return;
+  throw ConfigError(fmt::format(
+      "{} was written with sync.method = \"{}\" on {} replicas; this run has sync.method = "
+      "\"{}\" on {}. Low-communication methods keep state per replica, so resume with the same "
+      "method and number of processes, or start afresh with run.resume = \"never\"",
+      dir, method, saved_replicas, config.sync.method, replicas));
+}
 
 // Rank 0 reads the newest valid checkpoint (full parameters and optimizer state); every rank
 // receives its part from rank 0 (all of it under DDP, its shard under ZeRO), so ranks need not
@@ -140,8 +164,12 @@ void Trainer::restore() {
   std::string dir;
   int64_t header[3] = {0, 0, 0};  // found, step, updates
   if (rank_ == 0 && config_.run.resume == "auto") {
-    if (auto saved =
-            load_latest_checkpoint(folder_.checkpoints(), *model_, sync_->load_target(), &dir)) {
+    auto check = [&](const SavedState& s, const std::string& d) {
+      check_sync_record(s.extra.contains("sync") ? s.extra.at("sync") : nlohmann::json::object(),
+                        config_, dp_size_, d);
+    };
+    if (auto saved = load_latest_checkpoint(folder_.checkpoints(), *model_, sync_->load_target(),
+                                            &dir, check)) {
       if (saved->extra.contains("sampler")) {
         loader_.sampler().resume_step(saved->extra.at("sampler").get<SamplerState>());
       }
@@ -166,6 +194,10 @@ void Trainer::start_or_resume() {
             sync_->zero_stage() > 0 ? fmt::format(" with ZeRO-{}", sync_->zero_stage())
             : config_.parallel.zero > 0 && dp_size_ == 1
                 ? " (parallel.zero ignored: one process has nothing to shard)"
+                : "");
+  log_.info("replicas sync by {}{}", describe_sync(config_.sync, config_.parallel),
+            config_.sync.method != "ddp" && !replica_
+                ? " (ignored: one process has no replica to sync with; plain local training)"
                 : "");
   log_.info("{}", data_.summary);
   log_.info(
@@ -270,6 +302,7 @@ void Trainer::checkpoint(int64_t step) {
     SavedState state{.step = step,
                      .updates = updates_,
                      .extra = {{"sampler", loader_.sampler().state(step)},
+                               {"sync", sync_record(config_, dp_size_)},
                                {"config", config_.to_toml()},
                                {"provenance", provenance_}}};
     last_checkpoint_ =
@@ -293,11 +326,20 @@ int Trainer::run() {
   Stopwatch run_watch;
   int64_t last_saved = start_step_;
   for (int64_t step = start_step_; step < end; ++step) {
-    const int64_t sent_before = stats ? stats->total().bytes_sent : 0;
+    const OpCounters before = stats ? stats->total() : OpCounters{};
     Stopwatch step_watch;
-    bool applied = train_step(step);
-    const double ms = step_watch.millis();
+    const bool applied = train_step(step);
     const int64_t done = step + 1;
+    Traffic formula;
+    if (replica_) {
+      // Bytes by formula: the loss average, the norm all-reduce and the method's exchange; on
+      // the last step also the final sync of replicas that drift (DiLoCo).
+      formula =
+          all_reduce_f32_traffic(1, dp_size_, rank_) + replica_->step_traffic(applied, updates_);
+      if (done == t.steps) formula = formula + replica_->finish_training(updates_);
+      formula_total_ = formula_total_ + formula;
+    }
+    const double ms = step_watch.millis();
     const double lr = lr_at(schedule_, step);
     nlohmann::json rec = {{"step", done},
                           {"loss", last_loss_},
@@ -307,8 +349,16 @@ int Trainer::run() {
                           {"ms_per_step", ms},
                           {"skipped", !applied}};
     if (stats) {
-      rec["comm_sent_bytes"] = stats->total().bytes_sent - sent_before;
+      const OpCounters after = stats->total();
+      rec["comm_sent_bytes"] = after.bytes_sent - before.bytes_sent;
+      rec["comm_recv_bytes"] = after.bytes_received - before.bytes_received;
+      rec["comm_rounds"] = after.rounds - before.rounds;
       rec["comm_exposed_ms"] = last_exposed_comm_s_ * 1e3;
+    }
+    if (replica_) {
+      rec["comm_formula_sent_bytes"] = formula.sent;
+      rec["comm_formula_recv_bytes"] = formula.received;
+      rec["comm_formula_rounds"] = formula.rounds;
     }
     record(rec);
     const double avg_s = run_watch.seconds() / static_cast<double>(done - start_step_);
@@ -342,7 +392,17 @@ int Trainer::run() {
   summary_["final"] = true;
   summary_["skipped_steps"] = skipped_;
   summary_["wall_s"] = run_watch.seconds();
-  if (stats) summary_["comm"] = stats->summary();
+  summary_["sync_method"] = config_.sync.method;
+  if (stats) {
+    summary_["comm"] = stats->summary();
+    summary_["comm_sent_bytes"] = stats->total().bytes_sent;
+    summary_["comm_recv_bytes"] = stats->total().bytes_received;
+    summary_["comm_rounds"] = stats->total().rounds;
+  }
+  if (replica_) {
+    summary_["comm_formula_sent_bytes"] = formula_total_.sent;
+    summary_["comm_formula_recv_bytes"] = formula_total_.received;
+  }
   record(summary_);
   log_.info("done: {} steps in {}; summary {}", t.steps - start_step_,
             format_duration(run_watch.seconds()), summary_.dump());

@@ -35,7 +35,7 @@ MatrixShape as_matrix(const std::vector<int64_t>& shape) {
 
 Traffic all_gather_equal_traffic(int64_t bytes, int world, int rank) {
   BRIGADE_CHECK(world >= 1 && rank >= 0 && rank < world) << "world " << world << " rank " << rank;
-  return Traffic{(world - 1) * bytes, (world - 1) * bytes};
+  return Traffic{(world - 1) * bytes, (world - 1) * bytes, ring_allgather_rounds(world)};
 }
 
 Traffic all_reduce_f32_traffic(int64_t n, int world, int rank) {

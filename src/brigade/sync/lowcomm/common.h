@@ -54,7 +54,7 @@ void exchange_equal_payloads(Compressor& c, const float* grads, float scale, flo
 Traffic all_reduce_f32_traffic(int64_t n, int world, int rank);
 
 inline Traffic operator+(Traffic a, Traffic b) {
-  return Traffic{a.sent + b.sent, a.received + b.received};
+  return Traffic{a.sent + b.sent, a.received + b.received, a.rounds + b.rounds};
 }
 
 }  // namespace brigade

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Low-communication sync methods against DDP-AdamW on the default GPT and the fortunes corpus.
+
+Every arm runs configs/default.toml on `brigade launch --nproc R` (R replicas, default 4) with
+the same steps, micro-batch and seed, so every arm sees the same tokens; only [sync] (and, for
+the DDP-SGD-free arms, nothing else) changes. For each arm it prints, from rank 0's
+metrics.jsonl:
+
+  bytes/step   mean payload bytes rank 0 sent per step (CommStats, exact; framing excluded)
+  ratio        DDP-AdamW f32 bytes/step divided by the arm's
+  val loss     the final validation loss, and its gap to DDP-AdamW in percent
+  wall s       measured wall time of the training steps (loopback, shared cores)
+  model s      modeled time over a 100 Mbit/s link with 50 ms RTT:
+               sum over steps of max(sent, received) / 12.5 MB/s + rounds x RTT + compute,
+               with compute = the measured step time (loopback communication is negligible
+               next to the modeled link) and rounds = the sequential round trips CommStats
+               derives for each collective (docs/slow-links.md).
+
+  bench/lowcomm/lowcomm_bench.py [--build build/release] [--nproc 4] [--steps 150]
+      [--micro-batch 8] [--arms ddp,diloco_int8,...] [--keep DIR]
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+LINK_BYTES_PER_S = 100e6 / 8  # 100 Mbit/s
+RTT_S = 0.050
+
+# name -> [sync] overrides. DDP-AdamW f32 (the reference) must come first.
+ARMS = {
+    "ddp": [],
+    "ddp_bf16": ["sync.payload=bf16"],
+    "diloco_f32_h50": ["sync.method=diloco", "sync.inner_steps=50"],
+    "diloco_int8_h50": ["sync.method=diloco", "sync.inner_steps=50", "sync.payload=int8"],
+    "diloco_int8_h50_p5": ["sync.method=diloco", "sync.inner_steps=50", "sync.payload=int8",
+                           "sync.fragments=5"],
+    "demo_bf16_k32": ["sync.method=demo", "sync.payload=bf16", "sync.demo_k=32"],
+    "demo_1bit_k4": ["sync.method=demo", "sync.payload=1bit", "sync.demo_k=4"],
+    "demo_1bit_k1": ["sync.method=demo", "sync.payload=1bit", "sync.demo_k=1"],
+    "powersgd_r4": ["sync.method=powersgd", "sync.powersgd_rank=4"],
+    "signef": ["sync.method=signef"],
+    "topk_001": ["sync.method=topk", "sync.topk_fraction=0.01"],
+}
+
+
+def run_arm(args, name, overrides, out):
+    cmd = [os.path.join(args.build, "brigade"), "launch", "--nproc", str(args.nproc), "--",
+           "train", os.path.join(args.source, "configs/default.toml"),
+           "--set", f"run.out_dir={out}", "--set", f"run.name={name}",
+           "--set", f"train.steps={args.steps}", "--set", f"train.micro_batch={args.micro_batch}",
+           "--set", f"train.warmup={max(1, args.steps // 12)}",
+           "--set", "train.eval_every=0", "--set", "train.ckpt_every=0",
+           "--set", f"train.log_every={args.steps}"]
+    for o in overrides:
+        cmd += ["--set", o]
+    start = time.time()
+    with open(os.path.join(out, name + ".log"), "w") as log:
+        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
+    wall = time.time() - start
+    if rc != 0:
+        sys.exit(f"arm {name} failed (exit {rc}); see {out}/{name}.log")
+    steps, summary = [], {}
+    with open(os.path.join(out, name, "metrics.jsonl")) as f:
+        for line in f:
+            rec = json.loads(line)
+            if "tokens_per_s" in rec:
+                steps.append(rec)
+            elif rec.get("final"):
+                summary = rec
+    sent = sum(s["comm_sent_bytes"] for s in steps) / len(steps)
+    link = sum(max(s["comm_sent_bytes"], s["comm_recv_bytes"]) for s in steps) / LINK_BYTES_PER_S
+    rounds = sum(s.get("comm_rounds", 0) for s in steps)
+    compute = sum(s["ms_per_step"] for s in steps) / 1e3
+    return {"name": name, "bytes": sent, "val": summary["val_loss"], "wall": wall,
+            "steps_s": compute, "model": link + rounds * RTT_S + compute, "rounds": rounds}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--build", default="build/release")
+    p.add_argument("--source", default=".")
+    p.add_argument("--nproc", type=int, default=4)
+    p.add_argument("--steps", type=int, default=150)
+    p.add_argument("--micro-batch", type=int, default=8)
+    p.add_argument("--arms", default=",".join(ARMS))
+    p.add_argument("--keep", help="keep the run folders here (default: a temporary folder)")
+    args = p.parse_args()
+    names = args.arms.split(",")
+    if names[0] != "ddp":
+        names = ["ddp"] + [n for n in names if n != "ddp"]
+    out = args.keep or tempfile.mkdtemp(prefix="brigade-lowcomm-")
+    os.makedirs(out, exist_ok=True)
+    rows = []
+    for n in names:
+        if n not in ARMS:
+            sys.exit(f"unknown arm {n}; known: {', '.join(ARMS)}")
+        rows.append(run_arm(args, n, ARMS[n], out))
+        r = rows[-1]
+        print(f"# {n}: {r['bytes']:.0f} B/step, val {r['val']:.4f}, {r['wall']:.0f} s",
+              file=sys.stderr, flush=True)
+    ref = rows[0]
+    print(f"{args.nproc} replicas, {args.steps} steps x {args.micro_batch} sequences per replica "
+          f"(same tokens per arm); link model 100 Mbit/s, RTT {RTT_S * 1e3:.0f} ms\n")
+    print("| arm | bytes/step/rank | ratio vs DDP-AdamW f32 | final val loss | gap | wall s "
+          "| modeled s (100 Mbit/s, 50 ms) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['name']} | {r['bytes']:.0f} | {ref['bytes'] / r['bytes']:.0f}x | "
+              f"{r['val']:.4f} | {100 * (r['val'] / ref['val'] - 1):+.2f}% | {r['wall']:.0f} | "
+              f"{r['model']:.0f} |")
+    if not args.keep:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

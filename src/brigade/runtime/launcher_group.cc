@@ -1,0 +1,433 @@
+// The supervision loop of one group of workers. One thread watches everything through poll():
+// a signalfd for SIGINT/SIGTERM/SIGHUP/SIGCHLD (blocked, so they arrive only there), the
+// stdout/stderr pipes and the heartbeat socket of every worker, with a timeout of at most kTick
+// so that deadlines and heartbeats are checked even when nothing happens. A worker that ended
+// is first peeked at with waitid(WNOWAIT): while it is an unreaped zombie its pid cannot be
+// reused, so killing its process group then cannot hit a stranger; only after that is it reaped.
+//
+// Phases: running -> stopping (SIGTERM or the forwarded signal sent, grace period running)
+//         -> killing (SIGKILL sent, kKillWait to die) -> done.
+// Stopping also sends SIGCONT, so that a stopped (SIGSTOP) worker acts on the SIGTERM.
+#include "brigade/runtime/launcher_group.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "brigade/base/error.h"
+#include "brigade/runtime/heartbeat.h"
+#include "brigade/runtime/line_relay.h"
+#include "brigade/runtime/worker_process.h"
+
+namespace brigade {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kTick = std::chrono::milliseconds(100);
+constexpr auto kKillWait = std::chrono::seconds(10);   // SIGKILL to exit, unless stuck in D
+constexpr auto kOrphanWait = std::chrono::seconds(3);  // killing escaped descendants
+constexpr auto kDrainWait = std::chrono::seconds(1);   // reading what is left in the pipes
+
+// Writes all of `bytes` to fd; a closed reader (EPIPE) just drops the output.
+void write_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+struct Worker {
+  int rank = 0;
+  WorkerProcess proc;
+  int beat_fd = -1;  // the launcher's end of the heartbeat socket; -1 when off or closed
+  HeartbeatWatch beats;
+  bool running = true;
+  std::unique_ptr<LineRelay> out, err;
+};
+
+// Which stream of a worker a polled fd is.
+enum class Stream { kOut, kErr, kBeat };
+
+class Supervisor {
+ public:
+  Supervisor(const GroupSpec& spec, SignalScope& signals)
+      : o_(spec.options),
+        signals_(signals),
+        heartbeat_timeout_(std::chrono::milliseconds(
+            static_cast<int64_t>(spec.options.heartbeat_timeout_s * 1000))) {}
+
+  ~Supervisor() {
+    for (auto& w : workers_) {
+      for (int* fd : {&w.proc.out_fd, &w.proc.err_fd, &w.beat_fd}) close_fd(*fd);
+    }
+  }
+
+  void start(const GroupSpec& spec) {
+    for (int local = 0; local < o_.nproc; ++local) {
+      WorkerSpec worker = spec.command;
+      int rank = o_.node_rank * o_.nproc + local;
+      worker.env = worker_env(spec.base_env, o_, spec.contract, local);
+      Worker w;
+      w.rank = rank;
+      int theirs = -1;
+      if (heartbeat_timeout_.count() > 0) {
+        int pair[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) {
+          throw IoError(std::string("socketpair() for a worker's heartbeat: ") +
+                        std::strerror(errno));
+        }
+        w.beat_fd = pair[0];
+        theirs = pair[1];
+        if (theirs < 3) {  // 0-2 become the worker's stdio; move it out of their way
+          int moved = ::fcntl(theirs, F_DUPFD_CLOEXEC, 3);
+          ::close(theirs);
+          theirs = moved;
+          if (theirs < 0) {
+            close_fd(w.beat_fd);
+            throw IoError(std::string("fcntl(F_DUPFD) for a worker's heartbeat: ") +
+                          std::strerror(errno));
+          }
+        }
+        worker.keep_fd = theirs;
+        worker.env.push_back(std::string(kHeartbeatFdEnv) + "=" + std::to_string(theirs));
+        worker.env.push_back(std::string(kHeartbeatIntervalEnv) + "=" +
+                             std::to_string(heartbeat_interval_for(heartbeat_timeout_).count()));
+      }
+      try {
+        w.proc = spawn_worker(worker);  // on IoError, the caller kills the ones already started
+      } catch (...) {
+        close_fd(theirs);
+        close_fd(w.beat_fd);
+        throw;
+      }
+      close_fd(theirs);  // only the worker holds its end now
+      w.out = std::make_unique<LineRelay>(rank, [](std::string_view s) { write_all(1, s); });
+      w.err = std::make_unique<LineRelay>(rank, [](std::string_view s) { write_all(2, s); });
+      workers_.push_back(std::move(w));
+      ++running_;
+    }
+  }
+
+  // Supervises until every worker is reaped (or SIGKILL failed to end one), then clears up.
+  GroupOutcome run() {
+    while (running_ > 0 && !outcome_.gave_up) {
+      poll_once();
+      while (int sig = signals_.next()) {
+        if (sig != SIGCHLD) on_signal(sig);
+      }
+      reap();
+      check_heartbeats();
+      check_deadline();
+    }
+    finish();
+    return outcome_;
+  }
+
+  // Kills whatever was started and reaps it: the path for a failed start.
+  void kill_all() {
+    for (auto& w : workers_) signal_group(w.proc.pid, SIGKILL);
+    kill_and_reap_children(Clock::now() + kKillWait);
+  }
+
+ private:
+  enum class Phase { kRunning, kStopping, kKilling };
+
+  void poll_once() {
+    std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
+    std::vector<std::pair<Worker*, Stream>> owners{{nullptr, Stream::kOut}};
+    for (auto& w : workers_) {
+      for (Stream s : {Stream::kOut, Stream::kErr, Stream::kBeat}) {
+        int fd = fd_of(w, s);
+        if (fd < 0) continue;
+        fds.push_back({fd, POLLIN, 0});
+        owners.push_back({&w, s});
+      }
+    }
+    auto timeout = kTick;
+    if (phase_ != Phase::kRunning) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
+      timeout =
+          std::clamp(left + std::chrono::milliseconds(1), std::chrono::milliseconds(0), kTick);
+    }
+    int n = ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
+    if (n <= 0) return;
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) read_stream(*owners[i].first, owners[i].second);
+    }
+  }
+
+  static int& fd_of(Worker& w, Stream s) {
+    return s == Stream::kOut ? w.proc.out_fd : s == Stream::kErr ? w.proc.err_fd : w.beat_fd;
+  }
+
+  // Relays what an output pipe holds, or takes the heartbeats (bounded per call so that one
+  // chatty worker cannot starve the rest).
+  void read_stream(Worker& w, Stream s) {
+    int& fd = fd_of(w, s);
+    for (int round = 0; round < 16 && fd >= 0; ++round) {
+      ssize_t n = ::read(fd, buf_.data(), buf_.size());
+      if (n > 0) {
+        if (s == Stream::kBeat) {
+          w.beats.on_bytes(buf_.data(), static_cast<size_t>(n), Clock::now());
+        } else {
+          (s == Stream::kOut ? *w.out : *w.err)
+              .feed(std::string_view(buf_.data(), static_cast<size_t>(n)));
+        }
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      // End of stream (or an error): the partial line goes out too.
+      if (s == Stream::kOut) w.out->flush();
+      if (s == Stream::kErr) w.err->flush();
+      close_fd(fd);
+    }
+  }
+
+  void on_signal(int sig) {
+    if (phase_ == Phase::kRunning) {
+      launcher_say("received " + signal_name(sig) + "; forwarding it to " +
+                   std::to_string(running_) + " worker(s), SIGKILL after " +
+                   seconds_text(o_.grace_s));
+      interrupted(sig);
+      begin_stop(sig);
+    } else if (phase_ == Phase::kStopping) {
+      launcher_say("received " + signal_name(sig) + " again; sending SIGKILL");
+      interrupted(sig);
+      begin_kill();
+    }
+  }
+
+  // A signal to the launcher wins over a worker failure: the user asked to stop, so nothing
+  // restarts.
+  void interrupted(int sig) {
+    if (outcome_.kind == GroupOutcome::Kind::kInterrupted) return;
+    outcome_.kind = GroupOutcome::Kind::kInterrupted;
+    outcome_.signal = sig;
+  }
+
+  void begin_stop(int sig) {
+    phase_ = Phase::kStopping;
+    deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(o_.grace_s));
+    for (auto& w : workers_) {
+      if (!w.running) continue;
+      signal_group(w.proc.pid, sig);
+      signal_group(w.proc.pid, SIGCONT);
+    }
+  }
+
+  void begin_kill() {
+    phase_ = Phase::kKilling;
+    deadline_ = Clock::now() + kKillWait;
+    for (auto& w : workers_) {
+      if (w.running) signal_group(w.proc.pid, SIGKILL);
+    }
+  }
+
+  // The first failure of a running group: remember who and how, stop everybody.
+  void worker_failed(const Worker& w, const std::string& how, int exit_code, bool hung) {
+    outcome_.kind = GroupOutcome::Kind::kWorkerFailed;
+    outcome_.rank = w.rank;
+    outcome_.how = how;
+    outcome_.exit_code = exit_code;
+    outcome_.hung = hung;
+    int others = running_ - (w.running ? 1 : 0);
+    std::string rest = others == 0 ? ""
+                                   : "; stopping the other " + std::to_string(others) +
+                                         " worker(s) (SIGTERM, SIGKILL after " +
+                                         seconds_text(o_.grace_s) + ")";
+    launcher_say("rank " + std::to_string(w.rank) + " " + how + rest);
+    begin_stop(SIGTERM);
+  }
+
+  void reap() {
+    while (true) {
+      siginfo_t info{};
+      if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
+      pid_t pid = info.si_pid;
+      Worker* w = nullptr;
+      for (auto& c : workers_) {
+        if (c.running && c.proc.pid == pid) w = &c;
+      }
+      // The zombie still holds its group id: whatever it left running in its group goes now.
+      if (w) signal_group(pid, SIGKILL);
+      int status = 0;
+      if (::waitpid(pid, &status, 0) != pid) continue;
+      if (!w) continue;  // an orphaned descendant that the subreaper inherited
+      w->running = false;
+      --running_;
+      bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && phase_ == Phase::kRunning) {
+        std::string what = WIFSIGNALED(status) ? "was " : "exited with ";
+        worker_failed(*w, what + describe_wait_status(status),
+                      WIFEXITED(status) ? WEXITSTATUS(status) : -1, false);
+      }
+    }
+  }
+
+  // A worker that beat once and then fell silent for longer than the timeout is hung: it is
+  // SIGKILLed at once (a stopped process would not act on SIGTERM, and a frozen one would not
+  // within the grace period), and the group is stopped as for any failure.
+  void check_heartbeats() {
+    if (phase_ != Phase::kRunning || heartbeat_timeout_.count() <= 0) return;
+    auto now = Clock::now();
+    for (auto& w : workers_) {
+      if (!w.running || !w.beats.overdue(now, heartbeat_timeout_)) continue;
+      // Take what the socket holds first: a beat may have arrived since the last poll.
+      if (w.beat_fd >= 0) read_stream(w, Stream::kBeat);
+      if (!w.beats.overdue(now, heartbeat_timeout_)) continue;
+      double silent = std::chrono::duration<double>(now - w.beats.last_beat()).count();
+      char text[32];
+      std::snprintf(text, sizeof(text), "%.1f", silent);
+      signal_group(w.proc.pid, SIGKILL);
+      worker_failed(w,
+                    "sent no heartbeat for " + std::string(text) + " s (--heartbeat-timeout " +
+                        seconds_text(o_.heartbeat_timeout_s) + "); killed it (SIGKILL)",
+                    -1, true);
+      return;
+    }
+  }
+
+  void check_deadline() {
+    if (phase_ == Phase::kRunning || running_ == 0 || Clock::now() < deadline_) return;
+    if (phase_ == Phase::kStopping) {
+      for (auto& w : workers_) {
+        if (w.running) {
+          launcher_say("rank " + std::to_string(w.rank) + " did not stop within " +
+                       seconds_text(o_.grace_s) + "; sending SIGKILL");
+        }
+      }
+      begin_kill();
+    } else {
+      for (auto& w : workers_) {
+        if (w.running) {
+          launcher_say("rank " + std::to_string(w.rank) + " (pid " + std::to_string(w.proc.pid) +
+                       ") did not exit after SIGKILL; giving up on it");
+        }
+      }
+      outcome_.gave_up = true;
+      if (outcome_.kind == GroupOutcome::Kind::kSucceeded) {
+        outcome_.kind = GroupOutcome::Kind::kWorkerFailed;
+      }
+    }
+  }
+
+  // Kills descendants that escaped their worker's group, then relays what is left in the pipes.
+  void finish() {
+    std::vector<pid_t> groups;
+    for (auto& w : workers_) groups.push_back(w.proc.pid);
+    int escaped = kill_and_reap_children(Clock::now() + kOrphanWait, groups);
+    if (escaped > 0) {
+      launcher_say("killed " + std::to_string(escaped) +
+                   " leftover process(es) that left their worker's process group");
+    }
+    for (auto& w : workers_) close_fd(w.beat_fd);
+    auto drain_deadline = Clock::now() + kDrainWait;
+    while (Clock::now() < drain_deadline) {
+      bool open = false;
+      for (auto& w : workers_) open = open || w.proc.out_fd >= 0 || w.proc.err_fd >= 0;
+      if (!open) break;
+      poll_once();
+      // The workers are gone; a late SIGCHLD changes nothing, but a SIGINT now still means
+      // that nothing may restart.
+      while (int sig = signals_.next()) {
+        if (sig != SIGCHLD) interrupted(sig);
+      }
+    }
+    for (auto& w : workers_) {
+      w.out->flush();
+      w.err->flush();
+    }
+  }
+
+  const LaunchOptions& o_;
+  SignalScope& signals_;
+  const std::chrono::milliseconds heartbeat_timeout_;
+  std::vector<Worker> workers_;
+  int running_ = 0;
+  GroupOutcome outcome_;
+  Phase phase_ = Phase::kRunning;
+  Clock::time_point deadline_{};
+  std::array<char, 65536> buf_{};
+};
+
+}  // namespace
+
+SignalScope::SignalScope() {
+  sigemptyset(&set_);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&set_, sig);
+  ::sigprocmask(SIG_BLOCK, &set_, &old_mask_);
+  fd_ = ::signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (fd_ < 0) {
+    int e = errno;
+    ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+    throw IoError(std::string("signalfd() for the launcher: ") + std::strerror(e));
+  }
+  // Writing to a closed stdout must not kill the launcher (and with it every worker).
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ign, &old_pipe_);
+  // With SIGCHLD ignored the kernel would reap workers before we learn their status.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  ::sigaction(SIGCHLD, &dfl, &old_chld_);
+  set_child_subreaper(true);
+}
+
+SignalScope::~SignalScope() {
+  set_child_subreaper(false);
+  ::sigaction(SIGCHLD, &old_chld_, nullptr);
+  ::sigaction(SIGPIPE, &old_pipe_, nullptr);
+  ::close(fd_);
+  ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
+int SignalScope::next() {
+  signalfd_siginfo info{};
+  ssize_t n = ::read(fd_, &info, sizeof(info));
+  return n == sizeof(info) ? static_cast<int>(info.ssi_signo) : 0;
+}
+
+GroupOutcome run_worker_group(const GroupSpec& spec, SignalScope& signals) {
+  Supervisor supervisor(spec, signals);
+  try {
+    supervisor.start(spec);
+  } catch (...) {
+    supervisor.kill_all();
+    throw;
+  }
+  return supervisor.run();
+}
+
+void launcher_say(const std::string& line) {
+  std::string text = "brigade launch: " + line + "\n";
+  std::fwrite(text.data(), 1, text.size(), stderr);
+  std::fflush(stderr);
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g s", s);
+  return buf;
+}
+
+}  // namespace brigade

@@ -1,0 +1,44 @@
+#pragma once
+// DiLoCo as a SyncMethod: every step is an inner step of the run's optimizer on this replica's
+// own gradient (no communication); after inner steps H, 2H, ... the outer step averages the
+// pseudo-gradients and moves every replica to the new theta_global (lowcomm/diloco.h). With
+// P > 1 fragments (streaming DiLoCo) fragment f syncs at steps (f + 1) H / P + m H instead, so
+// each outer step moves 1/P of the model. At the end of training every fragment that did not
+// just sync does so, so the final model is theta_global on every replica.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "brigade/model/param_spec.h"
+#include "brigade/sync/lowcomm/diloco.h"
+#include "brigade/sync/sync_method.h"
+
+namespace brigade {
+
+class DilocoSync : public SyncMethod {
+ public:
+  // Fragments are cut at tensor boundaries (fragment_range_aligned); empty ones never sync.
+  DilocoSync(const DilocoConfig& config, int64_t inner_steps, int fragments,
+             const ParamLayout& layout, const float* params);
+
+  const char* name() const override { return "diloco"; }
+  bool uses_optimizer() const override { return true; }
+  bool local_params() const override { return true; }
+  void step(float* params, float* grads, Optimizer* optimizer, float lr, int64_t t,
+            Communicator& comm) override;
+  Traffic traffic(int64_t t, int world, int rank) const override;
+  void start(const float* params) override;
+  Traffic finish(float* params, int64_t t, Communicator& comm) override;
+  // "diloco.global", "diloco.momentum" (suffixed ".f<i>" per fragment when P > 1).
+  std::vector<StateView> replicated_state() override;
+
+ private:
+  int fragment_at(int64_t t) const;
+
+  int64_t inner_steps_;
+  int num_fragments_;
+  int64_t num_params_;
+  std::vector<std::unique_ptr<DilocoOuter>> outers_;  // one per fragment
+};
+
+}  // namespace brigade

@@ -1,0 +1,112 @@
+#include "brigade/train/sync_strategy.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "brigade/base/error.h"
+#include "brigade/sync/compressed_grad_sync.h"
+#include "brigade/sync/demo_sync.h"
+#include "brigade/sync/diloco_sync.h"
+#include "brigade/sync/replica_sync.h"
+#include "brigade/train/model_factory.h"
+
+namespace brigade {
+
+namespace {
+
+std::unique_ptr<SyncMethod> make_method(const Config& config, Model& model) {
+  const SyncConfig& s = config.sync;
+  const std::string payload = resolved_payload(s, config.parallel);
+  const ParamLayout& layout = model.layout();
+  if (s.method == "diloco") {
+    DilocoConfig c{.outer_lr = static_cast<float>(s.outer_lr),
+                   .momentum = static_cast<float>(s.outer_momentum),
+                   .nesterov = s.nesterov,
+                   .wire = payload == "int8" ? OuterWire::kInt8 : OuterWire::kF32,
+                   .int8_chunk = s.int8_chunk};
+    return std::make_unique<DilocoSync>(c, s.inner_steps, static_cast<int>(s.fragments), layout,
+                                        model.params());
+  }
+  if (s.method == "demo") {
+    DemoConfig c{.beta = static_cast<float>(s.demo_beta),
+                 .k = static_cast<int>(s.demo_k),
+                 .max_chunk = static_cast<int>(s.demo_max_chunk),
+                 .values = parse_value_format(payload, "sync.payload"),
+                 .weight_decay = static_cast<float>(config.train.weight_decay)};
+    c.validate();
+    return std::make_unique<DemoSync>(c, layout);
+  }
+  if (s.method == "powersgd") {
+    PowerSgdConfig c{.rank = static_cast<int>(s.powersgd_rank),
+                     .seed = static_cast<uint64_t>(config.run.seed)};
+    c.validate();
+    return std::make_unique<PowerSgdSync>(c, layout);
+  }
+  if (s.method == "signef") return std::make_unique<SignEfSync>(layout);
+  if (s.method == "topk") {
+    const int64_t n = model.num_params();
+    if (s.topk_k > n) {
+      throw ConfigError(
+          fmt::format("sync.topk_k = {}: must be at most the {} parameters", s.topk_k, n));
+    }
+    // TopkEf sends ceil(fraction * n) entries; k - 1/2 makes that exactly k.
+    double fraction = s.topk_k > 0 ? (static_cast<double>(s.topk_k) - 0.5) / static_cast<double>(n)
+                                   : s.topk_fraction;
+    TopkEfConfig c{.fraction = fraction, .values = parse_value_format(payload, "sync.payload")};
+    c.validate();
+    return std::make_unique<TopkEfSync>(c, n);
+  }
+  throw ConfigError(fmt::format("sync.method = \"{}\": not a replica sync method", s.method));
+}
+
+}  // namespace
+
+std::string resolved_payload(const SyncConfig& sync, const ParallelConfig& parallel) {
+  if (sync.payload != "auto") return sync.payload;
+  if (sync.method == "ddp") return parallel.grad_wire;
+  if (sync.method == "signef") return "1bit";
+  return "f32";
+}
+
+std::string describe_sync(const SyncConfig& s, const ParallelConfig& parallel) {
+  const std::string payload = resolved_payload(s, parallel);
+  if (s.method == "diloco") {
+    return fmt::format("diloco (H = {}, outer lr {}, momentum {}{}, {} pseudo-gradient{})",
+                       s.inner_steps, s.outer_lr, s.outer_momentum, s.nesterov ? " Nesterov" : "",
+                       payload,
+                       s.fragments > 1 ? fmt::format(", {} streaming fragments", s.fragments) : "");
+  }
+  if (s.method == "demo") {
+    return fmt::format("demo (beta {}, k {} per chunk of edge <= {}, {} values)", s.demo_beta,
+                       s.demo_k, s.demo_max_chunk, payload);
+  }
+  if (s.method == "powersgd") return fmt::format("powersgd (rank {})", s.powersgd_rank);
+  if (s.method == "signef") return "signef (1 bit per value, error feedback)";
+  if (s.method == "topk") {
+    return s.topk_k > 0
+               ? fmt::format("topk ({} entries, {} values, error feedback)", s.topk_k, payload)
+               : fmt::format("topk (fraction {}, {} values, error feedback)", s.topk_fraction,
+                             payload);
+  }
+  return fmt::format("ddp ({} gradients)", payload);
+}
+
+std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicator* dp,
+                                               Model& model) {
+  if (config.sync.method == "ddp" || !dp || dp->size() == 1) {
+    const std::string wire = config.sync.method == "ddp"
+                                 ? resolved_payload(config.sync, config.parallel)
+                                 : config.parallel.grad_wire;
+    return make_dp_strategy(dp, model, optimizer_config(config.train),
+                            DpOptions{.zero = static_cast<int>(config.parallel.zero),
+                                      .bucket_elems = std::max<int64_t>(
+                                          1, static_cast<int64_t>(config.parallel.bucket_mb *
+                                                                  (1 << 20) / sizeof(float))),
+                                      .wire = wire == "bf16" ? WireDtype::kBF16 : WireDtype::kF32});
+  }
+  return std::make_unique<ReplicaSync>(*dp, model, optimizer_config(config.train),
+                                       make_method(config, model));
+}
+
+}  // namespace brigade

@@ -1,0 +1,27 @@
+#pragma once
+// Turns the run's [parallel] and [sync] sections into the DpStrategy the trainer drives: DDP or
+// a ZeRO stage (parallel/dp_strategy.h) for sync.method = "ddp", ReplicaSync with the chosen
+// low-communication method (sync/replica_sync.h) otherwise.
+#include <memory>
+#include <string>
+
+#include "brigade/comm/communicator.h"
+#include "brigade/model/model.h"
+#include "brigade/parallel/dp_strategy.h"
+#include "brigade/runtime/config.h"
+
+namespace brigade {
+
+// dp: the data-parallel group, or null for a single process. One process has no replica to
+// sync with, so every method is then plain local training with train.optimizer (the caller
+// says so in the log). Throws ConfigError when the method does not fit the model.
+std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicator* dp,
+                                               Model& model);
+
+// The wire format sync.payload = "auto" stands for with this method.
+std::string resolved_payload(const SyncConfig& sync, const ParallelConfig& parallel);
+
+// One line for the log: the method and its settings, e.g. "diloco (H = 50, outer lr 0.7, ...)".
+std::string describe_sync(const SyncConfig& sync, const ParallelConfig& parallel);
+
+}  // namespace brigade

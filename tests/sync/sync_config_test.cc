@@ -1,0 +1,134 @@
+// The [sync] section: parsing, defaults, the resolved TOML, and every rejection naming the key,
+// the value and what is allowed; `brigade check-config` refuses a bad combination with exit
+// code 2 before any process starts.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "brigade/base/error.h"
+#include "brigade/runtime/config.h"
+#include "common/run_command.h"
+
+namespace brigade {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string error_of(const std::vector<std::string>& overrides) {
+  try {
+    Config c = parse_config("", "test.toml", overrides);
+    c.validate();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SyncConfig, DefaultIsDdpAndEveryMethodIsValid) {
+  Config c = parse_config("", "t");
+  EXPECT_EQ(c.sync.method, "ddp");
+  EXPECT_EQ(c.sync.payload, "auto");
+  EXPECT_EQ(c.sync.outer_lr, 0.7);
+  EXPECT_EQ(c.sync.outer_momentum, 0.9);
+  EXPECT_TRUE(c.sync.nesterov);
+  for (const char* m : {"ddp", "diloco", "demo", "powersgd", "signef", "topk"}) {
+    EXPECT_EQ(error_of({std::string("sync.method=") + m}), "") << m;
+  }
+}
+
+TEST(SyncConfig, ReadsEveryKeyAndWritesItBack) {
+  const char* text =
+      "[sync]\nmethod = \"diloco\"\npayload = \"int8\"\ninner_steps = 100\nouter_lr = 0.5\n"
+      "outer_momentum = 0.8\nnesterov = false\nfragments = 4\nint8_chunk = 1024\n"
+      "demo_beta = 0.99\ndemo_k = 16\ndemo_max_chunk = 32\npowersgd_rank = 2\n"
+      "topk_fraction = 0.01\ntopk_k = 7\n";
+  Config c = parse_config(text, "t");
+  EXPECT_EQ(c.sync.inner_steps, 100);
+  EXPECT_EQ(c.sync.fragments, 4);
+  EXPECT_FALSE(c.sync.nesterov);
+  EXPECT_EQ(c.sync.demo_k, 16);
+  EXPECT_EQ(c.sync.topk_k, 7);
+  Config back = parse_config(c.to_toml(), "resolved");
+  EXPECT_EQ(back.to_toml(), c.to_toml());
+  EXPECT_THAT(c.to_toml(), HasSubstr("[sync]\nmethod = \"diloco\"\npayload = \"int8\"\n"));
+}
+
+TEST(SyncConfig, RejectsUnknownKeysAndValues) {
+  EXPECT_THAT(error_of({"sync.inner_step=3"}), HasSubstr("unknown key sync.inner_step"));
+  EXPECT_THAT(error_of({"sync.method=allreduce"}),
+              HasSubstr("sync.method = \"allreduce\": allowed values are \"ddp\", \"diloco\""));
+  EXPECT_THAT(error_of({"sync.method=diloco", "sync.inner_steps=0"}),
+              HasSubstr("sync.inner_steps = 0: must be in [1,"));
+  EXPECT_THAT(error_of({"sync.method=diloco", "sync.outer_momentum=1.0"}),
+              HasSubstr("sync.outer_momentum = 1: must be in [0,"));
+  EXPECT_THAT(error_of({"sync.outer_lr=0"}), HasSubstr("sync.outer_lr = 0: must be in (0,"));
+  EXPECT_THAT(error_of({"sync.demo_max_chunk=65"}), HasSubstr("sync.demo_max_chunk = 65"));
+  EXPECT_THAT(error_of({"sync.demo_beta=1.0"}), HasSubstr("sync.demo_beta = 1"));
+  EXPECT_THAT(error_of({"sync.topk_fraction=0"}), HasSubstr("sync.topk_fraction = 0"));
+  EXPECT_THAT(error_of({"sync.powersgd_rank=0"}), HasSubstr("sync.powersgd_rank = 0"));
+}
+
+TEST(SyncConfig, PayloadMustSuitTheMethod) {
+  EXPECT_EQ(error_of({"sync.method=diloco", "sync.payload=int8"}), "");
+  EXPECT_EQ(error_of({"sync.method=demo", "sync.payload=1bit"}), "");
+  EXPECT_EQ(error_of({"sync.method=topk", "sync.payload=bf16"}), "");
+  EXPECT_THAT(error_of({"sync.method=demo", "sync.payload=int8"}),
+              HasSubstr("sync.payload = \"int8\": allowed values with sync.method = \"demo\" are "
+                        "\"auto\", \"f32\", \"bf16\", \"1bit\""));
+  EXPECT_THAT(error_of({"sync.method=powersgd", "sync.payload=bf16"}),
+              HasSubstr("sync.payload = \"bf16\": allowed values with sync.method = \"powersgd\""));
+  EXPECT_THAT(error_of({"sync.method=signef", "sync.payload=f32"}),
+              HasSubstr("with sync.method = \"signef\" are \"auto\", \"1bit\""));
+  EXPECT_THAT(
+      error_of({"sync.payload=int8"}),
+      HasSubstr("allowed values with sync.method = \"ddp\" are \"auto\", \"f32\", \"bf16\""));
+}
+
+TEST(SyncConfig, RejectsInvalidCombinations) {
+  EXPECT_THAT(error_of({"sync.method=diloco", "parallel.zero=1"}),
+              HasSubstr("parallel.zero = 1: must be 0 with sync.method = \"diloco\""));
+  EXPECT_EQ(error_of({"sync.method=ddp", "parallel.zero=2"}), "");
+  EXPECT_THAT(
+      error_of({"sync.method=demo", "parallel.grad_wire=bf16"}),
+      HasSubstr("parallel.grad_wire = \"bf16\": must be \"f32\" with sync.method = \"demo\""));
+  EXPECT_THAT(error_of({"sync.method=diloco", "sync.inner_steps=4", "sync.fragments=5"}),
+              HasSubstr("sync.fragments = 5: must be in [1, 4]"));
+  EXPECT_THAT(error_of({"sync.payload=f32", "parallel.grad_wire=bf16"}),
+              HasSubstr("sync.payload = \"f32\": contradicts parallel.grad_wire = \"bf16\""));
+  EXPECT_EQ(error_of({"sync.payload=bf16", "parallel.grad_wire=bf16"}), "");
+}
+
+// The CLI validates before any work: exit code 2 and the message on stderr.
+TEST(SyncConfig, CheckConfigRefusesABadCombination) {
+  std::string dir = testing::make_temp_dir("sync-config");
+  std::ofstream(dir + "/c.toml") << "[sync]\nmethod = \"demo\"\n[parallel]\nzero = 2\n";
+  auto r =
+      testing::run_command(std::string(BRIGADE_BINARY) + " check-config " + dir + "/c.toml", 60);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("parallel.zero = 2: must be 0 with sync.method = \"demo\""));
+  auto ok = testing::run_command(
+      std::string(BRIGADE_BINARY) + " check-config " + dir + "/c.toml --set parallel.zero=0", 60);
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_THAT(ok.output, HasSubstr("method = \"demo\""));
+}
+
+// `brigade launch` validates a train worker's config before it starts any worker: exit code 2,
+// the message, and no run folder.
+TEST(SyncConfig, LaunchRefusesABadConfigBeforeStartingWorkers) {
+  std::string dir = testing::make_temp_dir("sync-launch");
+  std::ofstream(dir + "/c.toml") << "[sync]\nmethod = \"diloco\"\npayload = \"1bit\"\n";
+  auto r = testing::run_command(std::string(BRIGADE_BINARY) + " launch --nproc 2 -- train " + dir +
+                                    "/c.toml --set run.out_dir=" + dir + "/runs",
+                                60);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("sync.payload = \"1bit\": allowed values with sync.method = "
+                                  "\"diloco\" are \"auto\", \"f32\", \"int8\""));
+  EXPECT_EQ(r.output.find("[rank"), std::string::npos) << "a worker started:\n" << r.output;
+  EXPECT_FALSE(std::ifstream(dir + "/runs/default/config.toml").good());
+}
+
+}  // namespace
+}  // namespace brigade
