@@ -118,7 +118,7 @@ void run_rank(const Options& o, int stage, int world, int rank, int port, int fd
                 .bucket_elems = static_cast<int64_t>(o.bucket_mb * (1 << 20) / sizeof(float)),
                 .gather_budget_groups = budget_groups(o)});
   model.initialize(1);
-  sync->distribute_from_rank0(false);
+  sync->after_restore(false);
 
   const int64_t n = o.micro_batch * o.model.seq_len;
   Batch batch;

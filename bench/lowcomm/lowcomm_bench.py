@@ -39,9 +39,17 @@ ARMS = {
     "diloco_int8_h50": ["sync.method=diloco", "sync.inner_steps=50", "sync.payload=int8"],
     "diloco_int8_h50_p5": ["sync.method=diloco", "sync.inner_steps=50", "sync.payload=int8",
                            "sync.fragments=5"],
+    # Towards 1000x: two outer steps of int8 over a 1024-step run (run with --steps 1024).
+    "diloco_int8_h512": ["sync.method=diloco", "sync.inner_steps=512", "sync.payload=int8"],
+    "diloco_int8_h256": ["sync.method=diloco", "sync.inner_steps=256", "sync.payload=int8"],
     "demo_bf16_k32": ["sync.method=demo", "sync.payload=bf16", "sync.demo_k=32"],
     "demo_1bit_k4": ["sync.method=demo", "sync.payload=1bit", "sync.demo_k=4"],
     "demo_1bit_k1": ["sync.method=demo", "sync.payload=1bit", "sync.demo_k=1"],
+    # DeMo's sign update moves every weight by lr each step: try smaller and larger steps.
+    "demo_1bit_k1_lr5e-4": ["sync.method=demo", "sync.payload=1bit", "sync.demo_k=1",
+                            "train.lr=5e-4", "train.min_lr=5e-5"],
+    "demo_1bit_k2_lr1e-3": ["sync.method=demo", "sync.payload=1bit", "sync.demo_k=2",
+                            "train.lr=1e-3", "train.min_lr=1e-4"],
     "powersgd_r4": ["sync.method=powersgd", "sync.powersgd_rank=4"],
     "signef": ["sync.method=signef"],
     "topk_001": ["sync.method=topk", "sync.topk_fraction=0.01"],

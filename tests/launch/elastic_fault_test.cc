@@ -19,7 +19,7 @@
 #include <set>
 
 #include "brigade/base/error.h"
-#include "brigade/ckpt/safetensors.h"
+#include "common/checkpoint_tensors.h"
 #include "common/run_command.h"
 #include "launch/launch_test_util.h"
 
@@ -127,16 +127,16 @@ std::string Elastic::suite_dir_, Elastic::config_, Elastic::reference_;
 
 // Bitwise: every tensor of the final checkpoint, byte for byte.
 void expect_bitwise_equal_weights(const std::string& a, const std::string& b) {
-  auto fa = SafetensorsFile::open(step_dir(a, kSteps) + "/model.safetensors");
-  auto fb = SafetensorsFile::open(step_dir(b, kSteps) + "/model.safetensors");
-  ASSERT_EQ(fa.names(), fb.names());
-  for (const auto& name : fa.names()) {
-    int64_t n = fa.info(name).numel();
-    ASSERT_EQ(n, fb.info(name).numel()) << name;
-    std::vector<float> x(n), y(n);
-    fa.read_f32(name, x.data(), n);
-    fb.read_f32(name, y.data(), n);
-    EXPECT_EQ(std::memcmp(x.data(), y.data(), n * sizeof(float)), 0) << name << " differs";
+  const auto ta = testing::read_checkpoint(step_dir(a, kSteps), testing::CkptPart::kModel);
+  const auto tb = testing::read_checkpoint(step_dir(b, kSteps), testing::CkptPart::kModel);
+  ASSERT_FALSE(ta.empty());
+  ASSERT_EQ(ta.size(), tb.size());
+  for (const auto& [name, x] : ta) {
+    ASSERT_TRUE(tb.count(name)) << name;
+    const auto& y = tb.at(name).data;
+    ASSERT_EQ(x.data.size(), y.size()) << name;
+    EXPECT_EQ(std::memcmp(x.data.data(), y.data(), y.size() * sizeof(float)), 0)
+        << name << " differs";
   }
 }
 
@@ -215,17 +215,17 @@ TEST_F(Elastic, MinNprocContinuesOnFewerRanks) {
   // amplifies where a gradient is mostly rounding noise (see parallel/dp_run_helpers.h): measured
   // 1.3e-5 of the largest weight. The bound, 1e-4, is still below what one lost or repeated step
   // moves a weight (about the learning rate, >= 3e-4 here).
-  auto fa = SafetensorsFile::open(step_dir(run(), kSteps) + "/model.safetensors");
-  auto fb = SafetensorsFile::open(step_dir(reference_, kSteps) + "/model.safetensors");
+  const auto ta = testing::read_checkpoint(step_dir(run(), kSteps), testing::CkptPart::kModel);
+  const auto tb = testing::read_checkpoint(step_dir(reference_, kSteps), testing::CkptPart::kModel);
+  ASSERT_FALSE(ta.empty());
   double max_abs = 0, max_diff = 0;
-  for (const auto& name : fa.names()) {
-    int64_t n = fa.info(name).numel();
-    std::vector<float> x(n), y(n);
-    fa.read_f32(name, x.data(), n);
-    fb.read_f32(name, y.data(), n);
-    for (int64_t i = 0; i < n; ++i) {
+  for (const auto& [name, x] : ta) {
+    ASSERT_TRUE(tb.count(name)) << name;
+    const auto& y = tb.at(name).data;
+    ASSERT_EQ(x.data.size(), y.size()) << name;
+    for (size_t i = 0; i < y.size(); ++i) {
       max_abs = std::max(max_abs, std::abs(static_cast<double>(y[i])));
-      max_diff = std::max(max_diff, std::abs(static_cast<double>(x[i]) - y[i]));
+      max_diff = std::max(max_diff, std::abs(static_cast<double>(x.data[i]) - y[i]));
     }
   }
   EXPECT_LE(max_diff, 1e-4 * max_abs);

@@ -14,13 +14,14 @@
 // sums are the same (a + b), and the runs agree bitwise in practice.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "brigade/ckpt/safetensors.h"
+#include "common/checkpoint_tensors.h"
 #include "common/run_command.h"
 
 namespace brigade::testing {
@@ -89,28 +90,28 @@ class DpRuns : public ::testing::Test {
     return out;
   }
 
-  // The tensors of <a>/<file> equal those of <b>/<file> within 1e-5 of the largest value:
-  // the largest over the whole file (model weights: the bound, as in the DDP test), or
+  // The tensors of checkpoint a equal those of checkpoint b within 1e-5 of the largest value:
+  // the largest over the whole part (model weights: the bound, as in the DDP test), or
   // over each tensor (optimizer state: adamw.m and adamw.v are each the whole flat space, on
-  // very different scales).
+  // very different scales). file names the part as format 1 stored it: "model.safetensors"
+  // (the parameters) or "optimizer.safetensors" (the rest of the state); the checkpoints are
+  // read whole through the resharding reader, whatever layout wrote them.
   static void expect_same_file(const std::string& a, const std::string& b, const std::string& file,
                                bool per_tensor, double tol = 1e-5) {
-    auto fa = SafetensorsFile::open(a + "/" + file);
-    auto fb = SafetensorsFile::open(b + "/" + file);
-    ASSERT_EQ(fa.names(), fb.names()) << file;
+    const CkptPart part = file == "model.safetensors" ? CkptPart::kModel : CkptPart::kState;
+    const auto ta = read_checkpoint(a, part), tb = read_checkpoint(b, part);
+    ASSERT_FALSE(ta.empty()) << a << ": no " << file;
+    ASSERT_EQ(ta.size(), tb.size()) << file;
     double max_abs = 0, max_diff = 0;
     std::string worst;
-    for (const auto& name : fa.names()) {
-      auto ia = fa.info(name), ib = fb.info(name);
-      ASSERT_EQ(ia.shape, ib.shape) << name;
-      int64_t n = ia.numel();
-      std::vector<float> x(n), y(n);
-      fa.read_f32(name, x.data(), n);
-      fb.read_f32(name, y.data(), n);
+    for (const auto& [name, x] : ta) {
+      ASSERT_TRUE(tb.count(name)) << b << " lacks " << name;
+      const WholeTensor& y = tb.at(name);
+      ASSERT_EQ(x.shape, y.shape) << name;
       if (per_tensor) max_abs = max_diff = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        max_abs = std::max(max_abs, std::abs(static_cast<double>(x[i])));
-        const double diff = std::abs(static_cast<double>(x[i]) - y[i]);
+      for (size_t i = 0; i < x.data.size(); ++i) {
+        max_abs = std::max(max_abs, std::abs(static_cast<double>(x.data[i])));
+        const double diff = std::abs(static_cast<double>(x.data[i]) - y.data[i]);
         if (diff > max_diff) {
           max_diff = diff;
           worst = name;

@@ -66,7 +66,7 @@ Outcome train(Communicator& dp, int zero, double budget_groups) {
       &dp, model, OptimizerConfig{},
       DpOptions{.zero = zero, .bucket_elems = 4096, .gather_budget_groups = budget_groups});
   model.initialize(5);
-  sync->distribute_from_rank0(false);
+  sync->after_restore(false);
   Outcome out;
   for (int step = 1; step <= kSteps; ++step) {
     sync->start_step();

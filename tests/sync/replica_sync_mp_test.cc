@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "brigade/ckpt/safetensors.h"
+#include "common/checkpoint_tensors.h"
 #include "common/run_command.h"
 #include "parallel/dp_run_helpers.h"
 
@@ -37,9 +37,10 @@ class ReplicaSyncRuns : public DpRuns {
   }
 
   static int64_t num_params(const std::string& ckpt) {
-    auto f = SafetensorsFile::open(ckpt + "/model.safetensors");
     int64_t n = 0;
-    for (const auto& name : f.names()) n += f.info(name).numel();
+    for (const auto& [name, t] : read_checkpoint(ckpt, CkptPart::kModel)) {
+      n += static_cast<int64_t>(t.data.size());
+    }
     return n;
   }
 };

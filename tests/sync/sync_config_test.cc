@@ -101,6 +101,28 @@ TEST(SyncConfig, RejectsInvalidCombinations) {
   EXPECT_EQ(error_of({"sync.payload=bf16", "parallel.grad_wire=bf16"}), "");
 }
 
+// Peers come and go: quorum only for DiLoCo, and rank 0's wait for a quorum must end before the
+// others give up waiting for its decision.
+TEST(SyncConfig, QuorumKeys) {
+  Config c = parse_config("", "t");
+  EXPECT_EQ(c.sync.quorum, 1.0);
+  EXPECT_EQ(error_of({"sync.method=diloco", "sync.quorum=0.75"}), "");
+  EXPECT_EQ(error_of({"sync.method=diloco", "sync.quorum=0.5", "sync.outer_deadline_s=5",
+                      "sync.quorum_retries=3"}),
+            "");
+  EXPECT_THAT(error_of({"sync.method=demo", "sync.quorum=0.5"}),
+              HasSubstr("sync.quorum = 0.5: only sync.method = \"diloco\""));
+  EXPECT_THAT(error_of({"sync.method=diloco", "sync.quorum=0"}),
+              HasSubstr("sync.quorum = 0: must be in (0, 1]"));
+  EXPECT_THAT(error_of({"sync.method=diloco", "sync.quorum=0.5", "sync.outer_deadline_s=40"}),
+              HasSubstr("= 80 s for a quorum, which must stay below comm.timeout_s = 60"));
+  EXPECT_THAT(error_of({"sync.quorum_retries=-1"}), HasSubstr("sync.quorum_retries = -1"));
+  Config q =
+      parse_config("[sync]\nmethod = \"diloco\"\nquorum = 0.75\nouter_deadline_s = 2.5\n", "t");
+  EXPECT_EQ(parse_config(q.to_toml(), "resolved").sync.outer_deadline_s, 2.5);
+  EXPECT_EQ(parse_config(q.to_toml(), "resolved").sync.quorum, 0.75);
+}
+
 // The CLI validates before any work: exit code 2 and the message on stderr.
 TEST(SyncConfig, CheckConfigRefusesABadCombination) {
   std::string dir = testing::make_temp_dir("sync-config");

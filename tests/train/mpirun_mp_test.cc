@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "brigade/base/file_io.h"
+#include "common/checkpoint_tensors.h"
 #include "common/run_command.h"
 
 namespace brigade {
@@ -51,8 +52,11 @@ TEST(Mpirun, TwoRanksTrainAndMatchTheBrigadeLauncher) {
   auto launch = run_command(bin + " launch --nproc 2 -- train " + config +
                             " --set run.out_dir=" + dir + "/launch");
   ASSERT_EQ(launch.exit_code, 0) << launch.output;
-  std::string a = read_file(dir + "/mpi/mpi/checkpoints/step_00000010/model.safetensors");
-  std::string b = read_file(dir + "/launch/mpi/checkpoints/step_00000010/model.safetensors");
+  const auto a = testing::read_checkpoint(dir + "/mpi/mpi/checkpoints/step_00000010",
+                                          testing::CkptPart::kModel);
+  const auto b = testing::read_checkpoint(dir + "/launch/mpi/checkpoints/step_00000010",
+                                          testing::CkptPart::kModel);
+  ASSERT_FALSE(a.empty());
   EXPECT_TRUE(a == b) << "mpirun and brigade launch trained different weights";
 }
 

@@ -219,12 +219,15 @@ TEST_F(WanTest, DdpAcrossNamespacesEqualsLoopback) {
   ASSERT_EQ(ref.losses.size(), static_cast<size_t>(kSteps));
   EXPECT_EQ(got.losses, ref.losses) << wan.output;
   EXPECT_EQ(got.summary.value("val_loss", -1.0), ref.summary.value("val_loss", -2.0));
-  const std::string ckpt = "/checkpoints/step_00000006/model.safetensors";
-  Tensors a = read_safetensors(dir_ + "/loop/tiny" + ckpt);
-  Tensors b = read_safetensors(wan_run + ckpt);
-  ASSERT_FALSE(a.data.empty()) << "no weights in " << dir_ << "/loop/tiny" << ckpt;
-  EXPECT_EQ(a.header, b.header);
-  EXPECT_TRUE(a.data == b.data) << "final weights differ between loopback and namespaces";
+  // The final checkpoint's shard (under DDP rank 0 writes the whole, replicated state).
+  for (const char* shard : {"rank_00000.safetensors"}) {
+    const std::string ckpt = std::string("/checkpoints/step_00000006/") + shard;
+    Tensors a = read_safetensors(dir_ + "/loop/tiny" + ckpt);
+    Tensors b = read_safetensors(wan_run + ckpt);
+    ASSERT_FALSE(a.data.empty()) << "no tensors in " << dir_ << "/loop/tiny" << ckpt;
+    EXPECT_EQ(a.header, b.header);
+    EXPECT_TRUE(a.data == b.data) << "final state differs between loopback and namespaces";
+  }
 
   // The gradients crossed the shaped links: each step's ring all-reduce of all gradients
   // sends T = 4 x params bytes per rank with two ranks (2(N-1)/N T). GPT-2 parameter count:

@@ -6,21 +6,23 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
 #include "brigade/ckpt/checkpoint.h"
 #include "brigade/ckpt/hf_gpt2.h"
 #include "brigade/ckpt/manifest.h"
+#include "brigade/ckpt/sharded_reader.h"
 #include "brigade/cli/commands.h"
 #include "brigade/model/gpt.h"
 #include "brigade/runtime/config.h"
+#include "brigade/train/checkpointing.h"
 
 namespace brigade::cli {
 
 namespace {
 
-constexpr const char* kModelFile = "model.safetensors";  // train/checkpointing.cc's names
 constexpr const char* kMergesFile = "tokenizer.bpe";
 
 struct ExportArgs {
@@ -42,7 +44,8 @@ int run_export(const ExportArgs& args) {
                     "another folder",
                     args.out));
   }
-  CheckpointReader reader = CheckpointReader::open(dir);
+  // Either format: the whole tensors, assembled from whatever shards wrote them.
+  const ShardedCheckpointReader reader = ShardedCheckpointReader::open(dir);
   if (!reader.state().contains("config") || !reader.state().at("config").is_string()) {
     throw CheckpointError(fmt::format("{}/manifest.json holds no config", dir));
   }
@@ -58,18 +61,17 @@ int run_export(const ExportArgs& args) {
                       .n_layer = config.model.n_layer,
                       .n_head = config.model.n_head};
   Gpt model(gpt, 1);
-  for (const auto& spec : model.layout().specs()) {
-    reader.read(kModelFile, spec.name, model.params() + spec.offset, spec.shape);
-  }
+  load_model_weights(reader, model);
 
   save_hf_gpt2(args.out, gpt, model.layout(), model.params(),
                {{"brigade_checkpoint", dir}, {"brigade_step", std::to_string(reader.step())}});
   // The merges go along so `brigade import` (and a person) can tokenize as the model was
   // trained. A byte-level model has none: drop a stale copy from an earlier export.
   const std::string merges_out = args.out + "/" + kMergesFile;
-  const bool has_merges = reader.manifest().files.count(kMergesFile) != 0;
+  const std::optional<std::string> merges = checkpoint_tokenizer(reader);
+  const bool has_merges = merges.has_value();
   if (has_merges) {
-    write_file_atomic(merges_out, read_file(dir + "/" + kMergesFile));
+    write_file_atomic(merges_out, *merges);
   } else {
     remove_all(merges_out);
     fsync_dir(args.out);

@@ -1,6 +1,5 @@
 // brigade generate: samples text from a GPT checkpoint (temperature, top-k).
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +10,7 @@
 #include "brigade/base/error.h"
 #include "brigade/ckpt/checkpoint.h"
 #include "brigade/ckpt/manifest.h"
+#include "brigade/ckpt/sharded_reader.h"
 #include "brigade/cli/commands.h"
 #include "brigade/data/bpe.h"
 #include "brigade/data/byte_tokenizer.h"
@@ -56,7 +56,7 @@ int32_t sample_token(const float* logits, int64_t V, const GenerateArgs& args,
 
 int run_generate(const GenerateArgs& args) {
   std::string dir = resolve_checkpoint_dir(args.ckpt);
-  CheckpointReader reader = CheckpointReader::open(dir);
+  const ShardedCheckpointReader reader = ShardedCheckpointReader::open(dir);
   if (!reader.state().contains("config")) {
     throw CheckpointError(fmt::format("{}/manifest.json holds no config", dir));
   }
@@ -66,15 +66,14 @@ int run_generate(const GenerateArgs& args) {
         fmt::format("model.kind = \"{}\": generate needs a gpt checkpoint", config.model.kind));
   }
   std::unique_ptr<Tokenizer> tokenizer;
-  std::string merges = dir + "/tokenizer.bpe";
-  struct stat st {};
-  if (::stat(merges.c_str(), &st) == 0) {
-    tokenizer = std::make_unique<BpeTokenizer>(BpeTokenizer::load(merges));
+  if (const std::optional<std::string> merges = checkpoint_tokenizer(reader)) {
+    tokenizer =
+        std::make_unique<BpeTokenizer>(BpeTokenizer::parse(*merges, dir + "/tokenizer.bpe"));
   } else {
     tokenizer = std::make_unique<ByteTokenizer>();
   }
   auto model = make_model(config.model, 1);
-  load_model_weights(dir, *model);
+  load_model_weights(reader, *model);
   auto& gpt = static_cast<Gpt&>(*model);
   const int64_t T = config.model.seq_len, V = config.model.vocab;
 

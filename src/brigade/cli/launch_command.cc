@@ -53,12 +53,15 @@ Command add_launch(CLI::App& app) {
       ->required();
   return [args]() {
     LaunchOptions options = args->options;
-    if (!options.exec_raw) validate_worker_config(options.args);
     if (!args->master.empty()) {
       HostPort hp = parse_host_port(args->master, "--master");
       options.master_addr = hp.host;
       options.master_port = hp.port;
     }
+    // The launch options first (they name the flag), then the worker's config, all before any
+    // worker starts.
+    options.validate();
+    if (!options.exec_raw) validate_worker_config(options.args, options.nproc * options.nnodes);
     return launch(options);
   };
 }

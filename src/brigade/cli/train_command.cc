@@ -4,6 +4,7 @@
 
 #include "brigade/cli/commands.h"
 #include "brigade/runtime/config.h"
+#include "brigade/train/hybrid_layout.h"
 #include "brigade/train/trainer.h"
 
 namespace brigade::cli {
@@ -21,7 +22,7 @@ void add_config_args(CLI::App* sub, ConfigArgs& args) {
 }
 }  // namespace
 
-void validate_worker_config(const std::vector<std::string>& worker_args) {
+void validate_worker_config(const std::vector<std::string>& worker_args, int world_size) {
   if (worker_args.empty() || worker_args[0] != "train") return;
   CLI::App app("worker");
   ConfigArgs args;
@@ -32,7 +33,13 @@ void validate_worker_config(const std::vector<std::string>& worker_args) {
   } catch (const CLI::ParseError&) {
     return;  // the worker reports its own command-line errors
   }
-  load_config(args.path, args.overrides).validate();
+  Config config = load_config(args.path, args.overrides);
+  config.validate();
+  // The mesh against the number of workers about to start: refused here, printing every
+  // factor, before any process trains.
+  if (world_size > 0 && is_model_parallel(config)) {
+    resolve_hybrid_layout(config, world_size);
+  }
 }
 
 Command add_train(CLI::App& app) {
@@ -54,6 +61,11 @@ Command add_check_config(CLI::App& app) {
     Config config = load_config(args->path, args->overrides);
     config.validate();
     std::fputs(config.to_toml().c_str(), stdout);
+    if (is_model_parallel(config)) {
+      // Without a world size dp is parallel.dp (or 1); `brigade launch` checks the product.
+      std::fprintf(stdout, "# hybrid mesh: %s\n",
+                   resolve_hybrid_layout(config, 0).to_string().c_str());
+    }
     return 0;
   };
 }

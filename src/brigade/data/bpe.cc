@@ -151,7 +151,10 @@ void BpeTokenizer::save(const std::string& path) const {
 }
 
 BpeTokenizer BpeTokenizer::load(const std::string& path) {
-  const std::string text = read_file(path, kMaxDataFileBytes);
+  return parse(read_file(path, kMaxDataFileBytes), path);
+}
+
+BpeTokenizer BpeTokenizer::parse(const std::string& text, const std::string& path) {
   std::vector<std::string_view> lines;
   for (size_t pos = 0; pos < text.size();) {
     size_t end = text.find('\n', pos);

@@ -43,6 +43,8 @@ class BpeTokenizer final : public Tokenizer {
   // Reads merges written by save(). IoError naming the path when the file is missing, has the
   // wrong magic/version, or a malformed, out-of-range or duplicate merge.
   static BpeTokenizer load(const std::string& path);
+  // load() of a merges file's contents; path names them in messages.
+  static BpeTokenizer parse(const std::string& text, const std::string& path);
 
   // Writes the merges as text (magic/version line, pre-tokenizer name, count, one "left right"
   // line per merge), atomically. IoError naming the path on failure.

@@ -31,10 +31,24 @@ Gpt::Gpt(const GptConfig& config, int64_t max_batch, const TpContext& tp)
   const int64_t rows = tp_.sp() ? BT / tp_.size() : BT;
   encoded_.resize(static_cast<size_t>(rows * C));
   acts_.resize(static_cast<size_t>(config_.n_layer));
-  for (BlockActivations& a : acts_) a.allocate(config_, shard_, max_batch_, rows);
+  moe_.resize(static_cast<size_t>(config_.n_layer));
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
+    const GptBlockParams& w = w_.blocks[static_cast<size_t>(l)];
+    acts_[static_cast<size_t>(l)].allocate(config_, shard_, max_batch_, rows, !w.is_moe);
+    if (w.is_moe)
+      moe_[static_cast<size_t>(l)] = std::make_unique<MoeLayer>(config_.moe_config(), w.moe, BT);
+  }
   head_.allocate(config_, shard_, max_batch_, rows);
   scratch_.allocate(BT, tp_.sp() ? rows : 0, C, shard_.fc_local);  // rows: SP only
   dresidual_.resize(static_cast<size_t>(rows * C));
+}
+
+Gpt::~Gpt() = default;
+
+MoeTotals Gpt::take_moe_totals() {
+  MoeTotals t = moe_step_;
+  moe_step_ = {};
+  return t;
 }
 
 int64_t Gpt::seq_len_of(const Batch& batch) const {
@@ -80,6 +94,7 @@ void Gpt::run_forward(const Batch& batch) {
 
   // With a gatherer (ZeRO-3) each group is fetched before use, the next one prefetched while
   // this one computes, and released after use; the head's groups stay for backward.
+  aux_loss_ = 0.0;
   acquire_params(kEmbGroup);
   prefetch_params(block_group(0));
   embedding_forward(pass, w_, p, batch.tokens.data(), encoded_.data(), scratch_);
@@ -92,7 +107,8 @@ void Gpt::run_forward(const Batch& batch) {
       prefetch_params(lnf_group());
       prefetch_params(kEmbGroup);  // the unembedding is tied to wte
     }
-    block_forward(pass, w_.blocks[l], p, block_input(l), acts_[l], scratch_);
+    aux_loss_ +=
+        block_forward(pass, w_.blocks[l], p, block_input(l), acts_[l], scratch_, moe_[l].get());
     release_params(block_group(l));
   }
   acquire_params(lnf_group());
@@ -117,7 +133,9 @@ float Gpt::forward(const Batch& batch) {
   }
   valid_targets_ = count;
   backward_ready_ = true;
-  return count ? static_cast<float>(sum / static_cast<double>(count)) : 0.0f;
+  const double ce = count ? sum / static_cast<double>(count) : 0.0;
+  // Dense: exactly the mean cross-entropy as before (no aux term is added).
+  return static_cast<float>(config_.moe() ? ce + aux_loss_ : ce);
 }
 
 const float* Gpt::forward_logits(const Batch& batch) {
@@ -154,7 +172,7 @@ void Gpt::backward(const Batch& batch, float loss_scale) {
     const GptBlockParams& w = w_.blocks[l];
     acquire_params(block_group(l));
     if (l > 0) prefetch_params(block_group(l - 1));
-    block_backward_mlp(pass, w, p, g, acts_[l], dres, scratch_);
+    block_backward_mlp(pass, w, p, g, acts_[l], dres, scratch_, moe_[l].get(), loss_scale);
     // The MLP half of the block [ln_2, mlp.c_proj] is final: data parallelism can start on it
     // while the attention half computes.
     grad_ready(w.ln2_w, w.end - w.ln2_w);
@@ -165,6 +183,17 @@ void Gpt::backward(const Batch& batch, float loss_scale) {
 
   embedding_backward(pass, w_, g, batch.tokens.data(), dres, scratch_);
   grad_ready(w_.wte, w_.blocks.front().begin - w_.wte);
+
+  if (config_.moe()) {
+    // Counted at backward, so evaluation forwards stay out of the training statistics.
+    MoeTotals t;
+    t.micro_batches = 1;
+    t.aux_term = aux_loss_;
+    for (const auto& m : moe_)
+      if (m) t.add_layer(m->stats());
+    moe_step_.merge(t);
+    moe_run_.merge(t);
+  }
 }
 
 double Gpt::flops_per_example() const {
@@ -173,7 +202,13 @@ double Gpt::flops_per_example() const {
   const double C = static_cast<double>(config_.d_model);
   const double L = static_cast<double>(config_.n_layer);
   // The tp = 1 parameter count without wpe: wte, L blocks of 12 C^2 + 13 C, ln_f.
-  const double n = V * C + L * (12.0 * C * C + 13.0 * C) + 2.0 * C;
+  double n = V * C + L * (12.0 * C * C + 13.0 * C) + 2.0 * C;
+  // A MoE block runs top_k expert MLPs (8 C^2 + 5 C parameters each) per token instead of one,
+  // plus the (E, C) router.
+  const double K = static_cast<double>(config_.moe_top_k),
+               E = static_cast<double>(config_.n_experts);
+  for (int64_t l = 0; l < config_.n_layer; ++l)
+    if (config_.moe_block(l)) n += (K - 1.0) * (8.0 * C * C + 5.0 * C) + E * C;
   return 6.0 * n * T + 12.0 * L * C * T * T;
 }
 

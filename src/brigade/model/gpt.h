@@ -10,7 +10,12 @@
 // rank tp.rank()'s shard of the model (gpt_layout.h says which tensors are cut how) and runs
 // its part of every layer, communicating over tp.comm (parallel/tensor/tp_comm.h). All tp
 // ranks of a group must call forward and backward together, on the same batch.
+//
+// With config.n_experts > 0, every moe_every-th block has a mixture-of-experts MLP (one MoeLayer
+// per such block, holding all experts; not combined with tensor parallelism yet). The loss is
+// then the cross-entropy plus each MoE block's aux_loss_coef * aux (aux_loss() says how much).
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "brigade/model/gpt_block.h"
@@ -18,6 +23,7 @@
 #include "brigade/model/gpt_head.h"
 #include "brigade/model/gpt_layout.h"
 #include "brigade/model/model.h"
+#include "brigade/model/moe/moe_layer.h"
 #include "brigade/parallel/tensor/tp_context.h"
 
 namespace brigade {
@@ -30,6 +36,7 @@ class Gpt : public Model {
   // the tp = 1 initialisation (see build_gpt_layout). Throws ConfigError for a bad config or
   // a tp degree that does not divide n_head, 4 * d_model or (sequence parallel) seq_len.
   Gpt(const GptConfig& config, int64_t max_batch, const TpContext& tp = {});
+  ~Gpt() override;
 
   const GptConfig& config() const { return config_; }
   const GptShard& shard() const { return shard_; }
@@ -41,8 +48,9 @@ class Gpt : public Model {
 
   // batch.tokens and batch.targets hold batch.size * T entries, T = batch.seq_len (at most
   // the model's seq_len; 0 means seq_len). Returns the mean cross-entropy over targets >= 0 (0 when
-  // there are none). An empty batch.targets skips the loss: only the logits are computed.
-  // Under sequence parallelism batch.size * T must be a multiple of tp.
+  // there are none), plus the MoE blocks' load-balancing terms (aux_loss()). An empty batch.targets
+  // skips the loss: only the logits are computed. Under sequence parallelism batch.size * T must be
+  // a multiple of tp.
   float forward(const Batch& batch) override;
 
   // Backward of the last forward (same batch; one backward per forward). Accumulates into grads()
@@ -72,7 +80,14 @@ class Gpt : public Model {
   // once, as the tied head matmul); 12 L C T^2 is the attention score and value matmuls,
   // forward + backward, without discount for the causal mask (PaLM, appendix B). Always the
   // whole (tp = 1) model: a tp group shares these flops.
+  // MoE blocks count top_k expert MLPs per token and the router matmul.
   double flops_per_example() const override;
+
+  double aux_loss() const override { return aux_loss_; }
+  MoeTotals take_moe_totals() override;
+  MoeTotals moe_run_totals() const override { return moe_run_; }
+  // Block l's MoE layer (null for a dense block); its stats() describe the last forward.
+  const MoeLayer* moe_layer(int64_t l) const { return moe_[static_cast<size_t>(l)].get(); }
 
  private:
   // Parameter groups (Model::param_groups()): embeddings, blocks 0..L-1, ln_f.
@@ -104,6 +119,10 @@ class Gpt : public Model {
 
   GptScratch scratch_;            // shared by every block and the head
   std::vector<float> dresidual_;  // (rows,C): gradient of the residual stream
+
+  std::vector<std::unique_ptr<MoeLayer>> moe_;  // (L): null for dense blocks
+  double aux_loss_ = 0.0;                       // MoE terms in the last forward's loss
+  MoeTotals moe_step_, moe_run_;                // over backward passes
 };
 
 }  // namespace brigade

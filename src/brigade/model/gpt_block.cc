@@ -5,15 +5,18 @@
 // rank's attn.c_proj shard.
 #include "brigade/model/gpt_block.h"
 
+#include "brigade/base/check.h"
 #include "brigade/kernels/cpu/attention.h"
 #include "brigade/kernels/cpu/gelu.h"
 #include "brigade/kernels/cpu/matmul.h"
+#include "brigade/kernels/cpu/residual.h"
+#include "brigade/model/moe/moe_layer.h"
 #include "brigade/monitor/op_profiler.h"
 
 namespace brigade {
 
 void BlockActivations::allocate(const GptConfig& c, const GptShard& sh, int64_t max_batch,
-                                int64_t max_rows) {
+                                int64_t max_rows, bool dense_mlp) {
   const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
   const int64_t BT = max_batch * c.seq_len, C = c.d_model;
   ln1_mean.resize(sz(max_rows));
@@ -26,13 +29,14 @@ void BlockActivations::allocate(const GptConfig& c, const GptShard& sh, int64_t 
   ln2_mean.resize(sz(max_rows));
   ln2_rstd.resize(sz(max_rows));
   mlp_in.resize(sz(BT * C));
-  fch.resize(sz(BT * sh.fc_local));
-  fch_gelu.resize(sz(BT * sh.fc_local));
+  fch.resize(dense_mlp ? sz(BT * sh.fc_local) : 0);
+  fch_gelu.resize(dense_mlp ? sz(BT * sh.fc_local) : 0);
   residual3.resize(sz(max_rows * C));
 }
 
-void block_forward(const GptPass& pass, const GptBlockParams& w, const float* p, const float* x,
-                   BlockActivations& a, GptScratch& s) {
+float block_forward(const GptPass& pass, const GptBlockParams& w, const float* p, const float* x,
+                    BlockActivations& a, GptScratch& s, MoeLayer* moe) {
+  BRIGADE_CHECK(w.is_moe == (moe != nullptr)) << "a MoE block needs its MoeLayer, a dense one none";
   const int64_t BT = pass.BT, C = pass.C;
   const int64_t Cl = pass.shard->c_local, NHl = pass.shard->heads_local;
   const int64_t Fl = pass.shard->fc_local;
@@ -48,16 +52,35 @@ void block_forward(const GptPass& pass, const GptBlockParams& w, const float* p,
   // MLP: residual3 = residual2 + c_proj(gelu(c_fc(ln_2(residual2)))).
   norm_enter_forward(pass, a.mlp_in.data(), a.ln2_mean.data(), a.ln2_rstd.data(),
                      a.residual2.data(), p + w.ln2_w, p + w.ln2_b, s);
+  if (moe) {
+    // tp = 1 (build_gpt_layout rejects MoE under tp): rows = BT. The expert output goes through
+    // scratch.full, free between sublayers, then into the residual stream.
+    const float aux = moe->forward(s.full.data(), a.mlp_in.data(), BT, p);
+    timed(pass.profiler, Op::kResidualForward, residual_forward, a.residual3.data(),
+          a.residual2.data(), s.full.data(), BT * C);
+    return aux;
+  }
   timed(pass.profiler, Op::kMatmulForward, matmul_forward, a.fch.data(), a.mlp_in.data(),
         p + w.fc_w, p + w.fc_b, BT, C, Fl);
   timed(pass.profiler, Op::kGeluForward, gelu_forward, a.fch_gelu.data(), a.fch.data(), BT * Fl);
   row_parallel_exit_forward(pass, a.residual3.data(), a.residual2.data(), a.fch_gelu.data(),
                             p + w.fc_proj_w, p + w.fc_proj_b, Fl, s);
+  return 0.0f;
 }
 
 void block_backward_mlp(const GptPass& pass, const GptBlockParams& w, const float* p, float* g,
-                        BlockActivations& a, float* dres, GptScratch& s) {
+                        BlockActivations& a, float* dres, GptScratch& s, MoeLayer* moe,
+                        float loss_scale) {
   const int64_t BT = pass.BT, C = pass.C, Fl = pass.shard->fc_local;
+  BRIGADE_CHECK(w.is_moe == (moe != nullptr)) << "a MoE block needs its MoeLayer, a dense one none";
+  if (moe) {
+    // The residual add passes dres to the MoE output unchanged.
+    zero_prefix(pass, s.din, BT * C);
+    moe->backward(s.din.data(), dres, a.mlp_in.data(), loss_scale, p, g);
+    norm_enter_backward(pass, dres, g + w.ln2_w, g + w.ln2_b, s.din.data(), a.residual2.data(),
+                        p + w.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), s);
+    return;
+  }
   float* dfch_gelu = s.d4c_a.data();
   float* dfch = s.d4c_b.data();
   zero_prefix(pass, s.d4c_a, BT * Fl);

@@ -25,6 +25,14 @@ void GptConfig::validate() const {
   if (d_model % n_head != 0)
     throw ConfigError("model.n_head = " + std::to_string(n_head) +
                       ": must divide model.d_model = " + std::to_string(d_model));
+  if (n_experts < 0)
+    throw ConfigError("model.n_experts = " + std::to_string(n_experts) +
+                      ": must be >= 0 (0 = dense MLPs)");
+  if (!moe()) return;
+  if (moe_every < 1 || moe_every > n_layer)
+    throw ConfigError("model.moe_every = " + std::to_string(moe_every) +
+                      ": must be in [1, model.n_layer = " + std::to_string(n_layer) + "]");
+  moe_config().validate();  // n_experts, moe_top_k, capacity_factor, aux_loss_coef
 }
 
 }  // namespace brigade

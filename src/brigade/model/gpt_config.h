@@ -2,6 +2,8 @@
 // The shape of a GPT-2 model (model.* keys of the config).
 #include <cstdint>
 
+#include "brigade/model/moe/moe_config.h"
+
 namespace brigade {
 
 struct GptConfig {
@@ -10,8 +12,29 @@ struct GptConfig {
   int64_t d_model = 256;  // C
   int64_t n_layer = 4;    // L
   int64_t n_head = 4;     // NH; must divide d_model
+  // Mixture of experts (model/moe/, docs/parallelism.md): with n_experts > 0 every moe_every-th
+  // block (blocks moe_every-1, 2 moe_every-1, ...) replaces its MLP by n_experts expert MLPs
+  // behind a top-k softmax router. 0 keeps every block dense (the GPT-2 model, bitwise).
+  int64_t n_experts = 0;          // E (model.n_experts)
+  int moe_top_k = 1;              // 1 or 2 (model.moe_top_k)
+  double capacity_factor = 1.25;  // <= 0: dropless (model.capacity_factor)
+  double aux_loss_coef = 0.01;    // load-balancing loss weight (model.aux_loss_coef)
+  int64_t moe_every = 1;          // (model.moe_every)
+
   // Throws ConfigError naming the field when a value is out of range.
   void validate() const;
+
+  bool moe() const { return n_experts > 0; }
+  // Whether block l has a mixture-of-experts MLP.
+  bool moe_block(int64_t l) const { return moe() && (l + 1) % moe_every == 0; }
+  // The MoE layer's configuration (valid when moe()).
+  MoeConfig moe_config() const {
+    return MoeConfig{.d_model = d_model,
+                     .n_experts = n_experts,
+                     .top_k = moe_top_k,
+                     .capacity_factor = capacity_factor,
+                     .aux_loss_coef = aux_loss_coef};
+  }
 };
 
 }  // namespace brigade

@@ -43,6 +43,11 @@ GptShard make_gpt_shard(const GptConfig& c, int tp_size, int tp_rank) {
 
 GptParams build_gpt_layout(const GptConfig& c, const GptShard& s, ParamLayout& layout,
                            std::vector<ParamGroup>& groups) {
+  if (c.moe() && s.tp_size > 1)
+    throw ConfigError("model.n_experts = " + std::to_string(c.n_experts) +
+                      ": mixture-of-experts blocks do not support tensor parallelism yet "
+                      "(parallel.tp = " +
+                      std::to_string(s.tp_size) + "); use parallel.tp = 1");
   const int64_t V = c.vocab, T = c.seq_len, C = c.d_model;
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(c.n_layer));
   const auto R = TpSplit::kReplicated, D0 = TpSplit::kDim0, D1 = TpSplit::kDim1;
@@ -93,6 +98,15 @@ GptParams build_gpt_layout(const GptConfig& c, const GptShard& s, ParamLayout& l
     b.attn_proj_b = vec(h + "attn.c_proj.bias", C, Init::kZeros, R);
     b.ln2_w = vec(h + "ln_2.weight", C, Init::kOnes, R);
     b.ln2_b = vec(h + "ln_2.bias", C, Init::kZeros, R);
+    if (c.moe_block(l)) {
+      // Replaces mlp.c_fc / mlp.c_proj; the block range still ends after the MLP.
+      b.is_moe = true;
+      b.fc_w = b.fc_b = b.fc_proj_w = b.fc_proj_b = -1;
+      b.moe = add_moe_params(layout, h + "mlp.", c.moe_config(), 0, c.n_experts, proj_std);
+      b.end = layout.total();
+      p.blocks.push_back(b);
+      continue;
+    }
     b.fc_w = weight(h + "mlp.c_fc.weight", {4 * C, C}, 0.02f, D0);
     b.fc_b = vec(h + "mlp.c_fc.bias", 4 * C, Init::kZeros, D0);
     b.fc_proj_w = weight(h + "mlp.c_proj.weight", {C, 4 * C}, proj_std, D1);

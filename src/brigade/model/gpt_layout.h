@@ -15,6 +15,7 @@
 
 #include "brigade/model/gpt_config.h"
 #include "brigade/model/model.h"
+#include "brigade/model/moe/moe_params.h"
 #include "brigade/model/param_spec.h"
 
 namespace brigade {
@@ -37,11 +38,15 @@ void validate_tensor_parallel(const GptConfig& config, int tp, bool sequence_par
 
 GptShard make_gpt_shard(const GptConfig& config, int tp_size, int tp_rank);
 
-// One block's parameter offsets in the flat buffer.
+// One block's parameter offsets in the flat buffer. A mixture-of-experts block
+// (GptConfig::moe_block) has no mlp.c_fc / mlp.c_proj (their offsets are -1): its MLP is the
+// router and experts of `moe`, named h.{l}.mlp.router.weight, h.{l}.mlp.experts.{e}.* after ln_2.
 struct GptBlockParams {
   int64_t ln1_w, ln1_b, attn_w, attn_b, attn_proj_w, attn_proj_b;
   int64_t ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
   int64_t begin, end;  // [begin, end): the block's whole range
+  bool is_moe = false;
+  MoeParams moe;  // is_moe only: every expert (no expert parallelism in the GPT yet)
 };
 
 struct GptParams {
@@ -52,7 +57,9 @@ struct GptParams {
 // Appends the model's tensors to layout (empty) and its layer groups (embeddings, each block,
 // ln_f) to groups; returns the offsets. Initialisation: normal(0, 0.02) for wte, wpe and every
 // matrix except the two c_proj weights, which get 0.02/sqrt(2 n_layer) (GPT-2's residual
-// scaling); biases zero; LayerNorm gains one; vocab padding rows zero.
+// scaling); biases zero; LayerNorm gains one; vocab padding rows zero. MoE blocks: the router
+// and c_fc get normal(0, 0.02), each expert's c_proj the same scaled std as a dense c_proj.
+// Throws ConfigError for MoE blocks under tensor parallelism (not supported yet).
 GptParams build_gpt_layout(const GptConfig& config, const GptShard& shard, ParamLayout& layout,
                            std::vector<ParamGroup>& groups);
 

@@ -66,6 +66,9 @@ std::vector<int64_t> gpt_layer_params(const GptConfig& c) {
 GptStage::GptStage(const GptStageConfig& config, const TpContext& tp) : config_(config), tp_(tp) {
   const GptConfig& m = config_.model;
   m.validate();
+  if (m.moe())  // a MoeLayer holds one micro-batch's routing; stages keep several in flight
+    throw ConfigError("model.n_experts = " + std::to_string(m.n_experts) +
+                      ": mixture-of-experts blocks are not supported in pipeline stages yet");
   if (config_.first_layer < 0 || config_.first_layer >= config_.end_layer ||
       config_.end_layer > m.n_layer)
     throw ConfigError("GPT stage: blocks [" + std::to_string(config_.first_layer) + ", " +

@@ -7,6 +7,7 @@
 
 #include "brigade/model/batch.h"
 #include "brigade/model/flat_buffer.h"
+#include "brigade/model/moe/moe_totals.h"
 #include "brigade/model/param_spec.h"
 
 namespace brigade {
@@ -80,6 +81,16 @@ class Model {
   // Backward of the last forward with d(loss)/d(mean loss) = loss_scale (1/grad_accum for
   // accumulation); accumulates into grads().
   virtual void backward(const Batch& batch, float loss_scale) = 0;
+
+  // The part of the last forward's loss that is an auxiliary term (a mixture-of-experts
+  // load-balancing loss), included in what forward returned; 0 for models without one.
+  // Evaluation subtracts it to report the task loss.
+  virtual double aux_loss() const { return 0.0; }
+
+  // Mixture-of-experts routing statistics of the backward passes since the last call (then
+  // reset), and of all backward passes so far; empty for models without experts.
+  virtual MoeTotals take_moe_totals() { return {}; }
+  virtual MoeTotals moe_run_totals() const { return {}; }
 
   // Number of floating-point operations of forward + backward for one example, for MFU.
   virtual double flops_per_example() const = 0;

@@ -2,6 +2,7 @@
 // and the factory that picks DDP or a ZeRO stage.
 #include "brigade/parallel/dp_strategy.h"
 
+#include <algorithm>
 #include <string>
 
 #include "brigade/base/error.h"
@@ -45,17 +46,19 @@ class DdpStrategy : public DpStrategy {
     optimizer_->step(model_.params(), model_.grads(), 0, model_.num_params(), lr, step);
   }
 
-  // Replicas are identical: rank 0 saves its own state.
-  Optimizer* begin_save() override { return !dp_ || dp_->rank() == 0 ? optimizer_.get() : nullptr; }
-  void end_save() override {}
-  Optimizer& load_target() override { return *optimizer_; }
-  void distribute_from_rank0(bool with_state) override {
-    if (!dp_) return;
-    ddp_->broadcast_parameters();
-    if (!with_state) return;
-    for (const auto& view : optimizer_->state_tensors()) {
-      dp_->broadcast(view.data, view.end - view.begin, 0);
+  // Replicas are identical: every rank declares (and on resume reads) the whole state, which
+  // rank 0 alone writes. (Splitting the writing 1/N per rank would leave each rank able to
+  // read back only its own 1/N of the optimizer state.)
+  std::vector<StatePiece> checkpoint_pieces() override {
+    std::vector<StatePiece> out = whole_param_pieces(model_);
+    for (auto& p :
+         optimizer_state_pieces(*optimizer_, model_.num_params(), 0, model_.num_params())) {
+      out.push_back(std::move(p));
     }
+    return out;
+  }
+  void after_restore(bool resumed) override {
+    if (dp_ && !resumed) ddp_->broadcast_parameters();
   }
 
  private:
@@ -66,6 +69,41 @@ class DdpStrategy : public DpStrategy {
 };
 
 }  // namespace
+
+std::vector<StatePiece> whole_param_pieces(Model& model) {
+  std::vector<StatePiece> out;
+  for (const auto& spec : model.layout().specs()) {
+    out.push_back({.piece = {spec.name, spec.shape, StDtype::kF32, Region::whole(spec.shape)},
+                   .data = model.params() + spec.offset});
+  }
+  return out;
+}
+
+std::vector<StatePiece> param_range_pieces(Model& model, int64_t begin, int64_t end) {
+  std::vector<StatePiece> out;
+  for (const auto& spec : model.layout().specs()) {
+    const int64_t lo = std::max(begin, spec.offset);
+    const int64_t hi = std::min(end, spec.offset + spec.numel);
+    if (lo >= hi) continue;
+    out.push_back({.piece = {spec.name, spec.shape, StDtype::kF32,
+                             Region::range(lo - spec.offset, hi - spec.offset)},
+                   .data = model.params() + lo});
+  }
+  return out;
+}
+
+std::vector<StatePiece> optimizer_state_pieces(Optimizer& optimizer, int64_t num_params,
+                                               int64_t begin, int64_t end) {
+  std::vector<StatePiece> out;
+  for (const auto& view : optimizer.state_tensors()) {
+    const int64_t lo = std::max({begin, view.begin, int64_t{0}});
+    const int64_t hi = std::min({end, view.end, num_params});
+    if (lo >= hi) continue;  // a ZeRO shard wholly in the padding, or an empty share
+    out.push_back({.piece = {view.name, {num_params}, StDtype::kF32, Region::range(lo, hi)},
+                   .data = view.data + (lo - view.begin)});
+  }
+  return out;
+}
 
 std::unique_ptr<DpStrategy> make_dp_strategy(Communicator* dp, Model& model,
                                              const OptimizerConfig& optimizer_config,

@@ -11,12 +11,15 @@
 //   step(lr, t)                                    update, and re-assemble replicated params
 //
 // The strategy owns the optimizer, created for the flat range this rank updates (everything for
-// DDP, the rank's shard for ZeRO). Checkpoints always hold the full, unpadded flat layout
-// (params by tensor name, optimizer state as one vector over [0, num_params)), whatever the
-// strategy and the number of ranks, so any strategy resumes any other's checkpoint.
+// DDP, the rank's shard for ZeRO). Checkpoints always name the full, unpadded layout (params by
+// tensor name, optimizer state as tensors of shape (num_params,)), whatever the strategy and the
+// number of ranks; each rank saves and reads only its own pieces of them (checkpoint_pieces()),
+// so any strategy resumes any other's checkpoint on any number of ranks.
 #include <cstdint>
 #include <memory>
+#include <vector>
 
+#include "brigade/ckpt/shard_plan.h"
 #include "brigade/comm/communicator.h"
 #include "brigade/model/model.h"
 #include "brigade/sync/optimizer.h"
@@ -32,6 +35,23 @@ struct DpOptions {
   // more than forward holds; infinity: prefetch on every hint, 3 groups at the backward peak.
   double gather_budget_groups = 2.0;
 };
+
+// One piece of a rank's training state in a sharded checkpoint, and where its elements live
+// (f32, row-major in piece.region; valid as long as the strategy).
+struct StatePiece {
+  ShardPiece piece;
+  float* data = nullptr;
+};
+
+// Every parameter of model whole, under its name (replicated layouts).
+std::vector<StatePiece> whole_param_pieces(Model& model);
+// The part of each parameter that lies in the flat range [begin, end), as a flat range of that
+// parameter (ZeRO-3's own shard).
+std::vector<StatePiece> param_range_pieces(Model& model, int64_t begin, int64_t end);
+// Each optimizer state buffer over [begin, end) (clipped to the optimizer's range and to
+// [0, num_params)) as a flat range of a tensor of shape (num_params,) named after the buffer.
+std::vector<StatePiece> optimizer_state_pieces(Optimizer& optimizer, int64_t num_params,
+                                               int64_t begin, int64_t end);
 
 class DpStrategy {
  public:
@@ -54,17 +74,15 @@ class DpStrategy {
   virtual void step(float lr, int64_t step) = 0;
 
   // ---- Checkpoints ----
-  // Collective. Makes the full parameters (in model.params()) and the full optimizer state
-  // available on rank 0 and returns there the optimizer holding that state (null on other
-  // ranks). Valid until end_save(), which every rank calls.
-  virtual Optimizer* begin_save() = 0;
-  virtual void end_save() = 0;
-  // Rank 0, before loading: the optimizer to read a checkpoint's full state into (DDP: its own;
-  // ZeRO: a temporary one over the whole flat space, freed by distribute_from_rank0()).
-  virtual Optimizer& load_target() = 0;
-  // Collective. Every rank takes its parameters (and, with with_state, its optimizer state) from
-  // what rank 0 holds: freshly initialised or loaded parameters, loaded state.
-  virtual void distribute_from_rank0(bool with_state) = 0;
+  // This rank's training state as pieces of the checkpoint's global tensors (ckpt/shard_plan.h),
+  // each with the address of its elements: the same list on every call, the buffers the model
+  // and optimizer own (no copy, no communication). A sharded checkpoint saves them (pieces
+  // several ranks declare identically are written once) and a resume reads each piece back, so
+  // any layout resumes any other's checkpoint.
+  virtual std::vector<StatePiece> checkpoint_pieces() = 0;
+  // Collective, once before training. resumed: every rank has read its pieces from a
+  // checkpoint. Otherwise the parameters rank 0 initialised are copied to every rank.
+  virtual void after_restore(bool resumed) = 0;
 
   // ---- Evaluation ----
   // Collective. Keeps every parameter readable until end_full_params() (ZeRO-3 gathers them),

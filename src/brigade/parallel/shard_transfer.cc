@@ -33,25 +33,6 @@ void scatter_from_root(Communicator& dp, const ShardLayout& shards, const float*
   }
 }
 
-void gather_to_root(Communicator& dp, const ShardLayout& shards, const float* mine, float* full) {
-  const int me = dp.rank();
-  if (me == 0) {
-    std::vector<std::unique_ptr<Work>> recvs;
-    for (int r = 1; r < dp.size(); ++r) {
-      const FlatRange piece = shards.owned(r);
-      if (!piece.empty())
-        recvs.push_back(
-            dp.recv_async(full + piece.begin, piece.size() * sizeof(float), r, kShardTag));
-    }
-    const FlatRange own = shards.owned(0);
-    if (full + own.begin != mine) std::copy(mine, mine + own.size(), full + own.begin);
-    for (auto& r : recvs) r->wait();
-  } else {
-    const FlatRange own = shards.owned(me);
-    if (!own.empty()) dp.send(mine, own.size() * sizeof(float), 0, kShardTag);
-  }
-}
-
 double sum_over_ranks(Communicator& dp, double value) {
   std::vector<double> all(static_cast<size_t>(dp.size()));
   dp.all_gather_bytes(reinterpret_cast<const uint8_t*>(&value),

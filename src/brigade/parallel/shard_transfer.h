@@ -1,7 +1,6 @@
 #pragma once
-// Moving whole shards between ranks, for ZeRO checkpoints and the global gradient norm. These
-// run outside the step's hot path (start, checkpoint), point to point with rank 0, so only
-// rank 0 ever holds a full-size copy.
+// Moving whole shards between ranks, for ZeRO-3's start (rank 0's initial parameters) and the
+// global gradient norm. These run outside the step's hot path, point to point with rank 0.
 #include "brigade/comm/communicator.h"
 #include "brigade/parallel/zero_shard.h"
 
@@ -10,10 +9,6 @@ namespace brigade {
 // Collective. Rank 0's full (flat layout, at least shards.total() elements) is cut into shards:
 // rank r receives full[owned(r)] into mine (owned(r).size() floats). full is read on rank 0 only.
 void scatter_from_root(Communicator& dp, const ShardLayout& shards, const float* full, float* mine);
-
-// Collective. The reverse: rank r's mine lands in full[owned(r)] on rank 0 (full is written on
-// rank 0 only).
-void gather_to_root(Communicator& dp, const ShardLayout& shards, const float* mine, float* full);
 
 // Collective. The sum of value over ranks, added in rank order in double, so every rank gets the
 // same bits (for the squared gradient norm of sharded gradients).

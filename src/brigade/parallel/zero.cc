@@ -15,7 +15,6 @@ ZeroStrategy::ZeroStrategy(Communicator& dp, Model& model, const OptimizerConfig
     : dp_(dp),
       model_(model),
       stage_(options.zero),
-      optimizer_config_(optimizer_config),
       shards_(model.num_params(), dp.size(), FlatBuffer::page_floats()),
       own_(shards_.owned(dp.rank())) {
   BRIGADE_CHECK(stage_ >= 1 && stage_ <= 3) << "ZeRO stage " << stage_;
@@ -28,7 +27,7 @@ ZeroStrategy::ZeroStrategy(Communicator& dp, Model& model, const OptimizerConfig
         "parallel.grad_wire = \"bf16\": only with parallel.zero <= 1 (ZeRO-2/3 "
         "reduce-scatter f32 gradients)");
   model_.pad_flat_buffers(shards_.padded());
-  optimizer_ = make_optimizer(optimizer_config_, model_.layout(), own_.begin, own_.end);
+  optimizer_ = make_optimizer(optimizer_config, model_.layout(), own_.begin, own_.end);
   if (stage_ == 1) {
     ddp_ = std::make_unique<DataParallel>(
         dp_, model_, DdpOptions{.bucket_elems = options.bucket_elems, .wire = options.wire});
@@ -145,49 +144,27 @@ void ZeroStrategy::finish_gather_chunk(int64_t k) {
   }
 }
 
-std::unique_ptr<Optimizer> ZeroStrategy::make_full_optimizer() const {
-  return make_optimizer(optimizer_config_, model_.layout(), 0, model_.num_params());
-}
-
-Optimizer* ZeroStrategy::begin_save() {
-  const bool root = dp_.rank() == 0;
-  if (stage_ == 3) gather_to_root(dp_, shards_, model_.params() + own_.begin, model_.params());
-  if (root) full_ = make_full_optimizer();
-  const auto mine = optimizer_->state_tensors();
-  const auto full = root ? full_->state_tensors() : std::vector<StateView>{};
-  for (size_t i = 0; i < mine.size(); ++i) {
-    gather_to_root(dp_, shards_, mine[i].data, root ? full[i].data : nullptr);
+// Stages 1 and 2 hold every parameter (replicated: written once, by rank 0); stage 3 only its
+// shard. The optimizer state is always the own shard.
+std::vector<StatePiece> ZeroStrategy::checkpoint_pieces() {
+  std::vector<StatePiece> out =
+      stage_ == 3 ? param_range_pieces(model_, own_.begin, own_.end) : whole_param_pieces(model_);
+  for (auto& p : optimizer_state_pieces(*optimizer_, model_.num_params(), own_.begin, own_.end)) {
+    out.push_back(std::move(p));
   }
-  return full_.get();
+  return out;
 }
 
-void ZeroStrategy::end_save() {
-  full_.reset();
-  if (stage_ == 3) gatherer_->release_all();
-}
-
-Optimizer& ZeroStrategy::load_target() {
-  full_ = make_full_optimizer();
-  return *full_;
-}
-
-void ZeroStrategy::distribute_from_rank0(bool with_state) {
-  const bool root = dp_.rank() == 0;
-  if (stage_ == 3) {
-    scatter_from_root(dp_, shards_, model_.params(), model_.params() + own_.begin);
-    gatherer_->release_all();
-  } else {
-    dp_.broadcast(model_.params(), model_.num_params(), 0);
-  }
-  if (with_state) {
-    BRIGADE_CHECK(!root || full_) << "distribute_from_rank0(with_state) without load_target()";
-    const auto mine = optimizer_->state_tensors();
-    const auto full = root ? full_->state_tensors() : std::vector<StateView>{};
-    for (size_t i = 0; i < mine.size(); ++i) {
-      scatter_from_root(dp_, shards_, root ? full[i].data : nullptr, mine[i].data);
+void ZeroStrategy::after_restore(bool resumed) {
+  if (!resumed) {
+    if (stage_ == 3) {
+      scatter_from_root(dp_, shards_, model_.params(), model_.params() + own_.begin);
+    } else {
+      dp_.broadcast(model_.params(), model_.num_params(), 0);
     }
   }
-  full_.reset();
+  // Stage 3: only the own shard is current; drop whatever initialisation left resident.
+  if (stage_ == 3) gatherer_->release_all();
 }
 
 void ZeroStrategy::begin_full_params() {

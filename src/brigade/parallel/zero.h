@@ -15,9 +15,9 @@
 // Resident bytes per parameter with f32 AdamW on N ranks: DDP 16; stage 1: 8 + 8/N; stage 2:
 // 4 + 12/N; stage 3: 16/N (plus the groups and buckets in flight). See docs/parallelism.md.
 //
-// The global gradient norm is the sum over ranks of each shard's sum of squares. Checkpoints
-// gather the full parameters and optimizer state on rank 0 (point to point), in the unpadded
-// flat layout every strategy reads.
+// The global gradient norm is the sum over ranks of each shard's sum of squares. In a checkpoint
+// each rank saves its own shard of the optimizer state (and, under ZeRO-3, of the parameters)
+// as flat ranges of the unpadded global tensors, which every strategy reads.
 #include <memory>
 #include <vector>
 
@@ -51,10 +51,8 @@ class ZeroStrategy : public DpStrategy {
   void scale_grads(float scale) override;
   void step(float lr, int64_t step) override;
 
-  Optimizer* begin_save() override;
-  void end_save() override;
-  Optimizer& load_target() override;
-  void distribute_from_rank0(bool with_state) override;
+  std::vector<StatePiece> checkpoint_pieces() override;
+  void after_restore(bool resumed) override;
 
   void begin_full_params() override;
   void end_full_params() override;
@@ -64,19 +62,16 @@ class ZeroStrategy : public DpStrategy {
   // so the update of chunk k + 1 overlaps the all-gather of chunk k.
   void step_and_all_gather(float lr, int64_t step);
   void finish_gather_chunk(int64_t k);
-  std::unique_ptr<Optimizer> make_full_optimizer() const;
 
   Communicator& dp_;
   Model& model_;
   int stage_;
-  OptimizerConfig optimizer_config_;
   ShardLayout shards_;
   FlatRange own_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<DataParallel> ddp_;        // stage 1: gradient all-reduce
   std::unique_ptr<ShardReducer> reducer_;    // stages 2, 3: gradient reduce-scatter
   std::unique_ptr<ShardedParams> gatherer_;  // stage 3: parameter groups on demand
-  std::unique_ptr<Optimizer> full_;          // rank 0, during a save or a load: full state
 
   int64_t chunk_;                     // all-gather chunk (elements per rank)
   std::vector<float> gather_in_[2];   // (chunk_): own slice, double-buffered

@@ -17,12 +17,19 @@ struct RunConfig {
 };
 
 struct ModelConfig {
-  std::string kind = "gpt";                  // "gpt" | "mlp"
-  int64_t vocab = 256;                       // gpt: tokenizer vocabulary (256 for bytes)
-  int64_t seq_len = 128;                     // gpt: context length
-  int64_t d_model = 128;                     // gpt
-  int64_t n_layer = 4;                       // gpt
-  int64_t n_head = 4;                        // gpt
+  std::string kind = "gpt";  // "gpt" | "mlp"
+  int64_t vocab = 256;       // gpt: tokenizer vocabulary (256 for bytes)
+  int64_t seq_len = 128;     // gpt: context length
+  int64_t d_model = 128;     // gpt
+  int64_t n_layer = 4;       // gpt
+  int64_t n_head = 4;        // gpt
+  // gpt, mixture of experts (docs/parallelism.md): 0 = dense MLPs; else every moe_every-th
+  // block has n_experts expert MLPs behind a top-k router.
+  int64_t n_experts = 0;
+  int64_t moe_top_k = 1;          // 1 or 2
+  double capacity_factor = 1.25;  // capacity = ceil(cf * tokens * top_k / E); <= 0: dropless
+  double aux_loss_coef = 0.01;    // load-balancing loss weight
+  int64_t moe_every = 1;          // blocks moe_every-1, 2 moe_every-1, ... are MoE
   std::vector<int64_t> hidden = {256, 128};  // mlp: hidden layer widths
 };
 
@@ -56,6 +63,7 @@ struct TrainConfig {
   int64_t eval_batches = 20;          // micro-batches per validation pass
   int64_t ckpt_every = 200;           // steps between checkpoints (0: only at the end)
   int64_t keep_checkpoints = 3;       // complete checkpoints kept
+  bool async_checkpoint = true;       // write checkpoints in the background (false: blocking)
   int64_t log_every = 10;             // steps between log lines when not on a terminal
   int64_t blas_threads = 1;           // OpenBLAS threads per process
   std::string on_nonfinite = "stop";  // "stop" | "skip" (skip the update, keep going)
@@ -68,6 +76,16 @@ struct ParallelConfig {
   // Sharded data parallelism (docs/parallelism.md): 0 = DDP (everything replicated); ZeRO
   // stage 1 shards optimizer state, 2 also gradients, 3 also parameters.
   int64_t zero = 0;
+  // Model parallelism (docs/parallelism.md, "Hybrid mesh"): the job is a pp x dp x tp mesh
+  // (dp = world / (pp * tp) when parallel.dp = 0). With tp * pp > 1 the trainer runs the GPT as
+  // pipeline stages of tensor-parallel shards; train.grad_accum is the number of micro-batches.
+  int64_t tp = 1;                  // tensor-parallel degree (Megatron split of every block)
+  int64_t pp = 1;                  // pipeline stages (ranks along the pipeline)
+  bool sequence_parallel = false;  // tp > 1: layernorm/residual on sequence shards
+  std::string schedule = "1f1b";   // "1f1b" | "gpipe" | "interleaved" | "zb-h1"
+  int64_t virtual_stages = 1;      // interleaved: chunks per pipeline rank
+  std::vector<int64_t> layer_split =
+      {};  // blocks per stage (pp * virtual_stages entries); [] = balanced
 };
 
 // How data-parallel replicas agree (docs/low-communication.md). "ddp" all-reduces gradients
@@ -80,12 +98,19 @@ struct SyncConfig {
   // signef: "1bit", others "f32"). ddp: f32, bf16; diloco: f32, int8; demo: f32, bf16, 1bit;
   // powersgd: f32; signef: 1bit; topk: f32, bf16.
   std::string payload = "auto";
-  int64_t inner_steps = 50;      // diloco: H, inner steps between outer steps
-  double outer_lr = 0.7;         // diloco: outer SGD learning rate
-  double outer_momentum = 0.9;   // diloco: outer momentum
-  bool nesterov = true;          // diloco: Nesterov (true) or heavy-ball outer momentum
-  int64_t fragments = 1;         // diloco: streaming fragments synced staggered (1 = plain)
-  int64_t int8_chunk = 262144;   // diloco int8: values per quantization chunk
+  int64_t inner_steps = 50;     // diloco: H, inner steps between outer steps
+  double outer_lr = 0.7;        // diloco: outer SGD learning rate
+  double outer_momentum = 0.9;  // diloco: outer momentum
+  bool nesterov = true;         // diloco: Nesterov (true) or heavy-ball outer momentum
+  int64_t fragments = 1;        // diloco: streaming fragments synced staggered (1 = plain)
+  int64_t int8_chunk = 262144;  // diloco int8: values per quantization chunk
+  // diloco, peers come and go (docs/low-communication.md): < 1 sends outer steps through the
+  // store, and an outer step averages the replicas that report within outer_deadline_s, at
+  // least ceil(quorum * replicas) of them (else it waits quorum_retries more deadlines, then
+  // stops). 1 = every replica, by collectives.
+  double quorum = 1.0;
+  double outer_deadline_s = 20;  // diloco with quorum < 1: the coordinator's wait per attempt
+  int64_t quorum_retries = 1;    // diloco with quorum < 1: extra deadlines before stopping
   double demo_beta = 0.999;      // demo: residual decay
   int64_t demo_k = 32;           // demo: coefficients sent per chunk
   int64_t demo_max_chunk = 64;   // demo: chunk edge limit (1..64)

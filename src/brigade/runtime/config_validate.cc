@@ -64,6 +64,13 @@ void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
   require_real(sync.outer_momentum, "sync.outer_momentum", 0.0, 0.999999, false);
   require_range(sync.fragments, "sync.fragments", 1, sync.inner_steps);
   require_range(sync.int8_chunk, "sync.int8_chunk", 1, 0xffffffffLL);
+  require_real(sync.quorum, "sync.quorum", 0.0, 1.0, true);
+  require(sync.quorum == 1.0 || sync.method == "diloco", "sync.quorum",
+          fmt::format("{}", sync.quorum),
+          "only sync.method = \"diloco\" can leave replicas out (other methods exchange every "
+          "step); use 1");
+  require_real(sync.outer_deadline_s, "sync.outer_deadline_s", 0.0, 86400.0, true);
+  require_range(sync.quorum_retries, "sync.quorum_retries", 0, 1000);
   require_real(sync.demo_beta, "sync.demo_beta", 0.0, 0.999999, false);
   require_range(sync.demo_k, "sync.demo_k", 1, 4096);
   require_range(sync.demo_max_chunk, "sync.demo_max_chunk", 1, 64);
@@ -89,12 +96,68 @@ void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
                       sync.method));
 }
 
+// Mixture-of-experts keys (model.n_experts > 0 turns them on; docs/parallelism.md).
+void validate_moe(const ModelConfig& model, const ParallelConfig& parallel) {
+  require_range(model.n_experts, "model.n_experts", 0, 4096);
+  if (model.n_experts == 0) return;
+  require(model.kind == "gpt", "model.n_experts", model.n_experts,
+          fmt::format("mixture-of-experts blocks need model.kind = \"gpt\" (got \"{}\"); use 0",
+                      model.kind));
+  require(model.moe_top_k == 1 || model.moe_top_k == 2, "model.moe_top_k", model.moe_top_k,
+          "allowed values are 1, 2");
+  require(model.moe_top_k <= model.n_experts, "model.moe_top_k", model.moe_top_k,
+          fmt::format("must be at most model.n_experts = {}", model.n_experts));
+  require(std::isfinite(model.capacity_factor) && model.capacity_factor <= 1e6,
+          "model.capacity_factor", model.capacity_factor,
+          "must be finite and at most 1e6 (<= 0 means dropless)");
+  require_real(model.aux_loss_coef, "model.aux_loss_coef", 0.0, 1e3, false);
+  require_range(model.moe_every, "model.moe_every", 1, model.n_layer);
+  require(parallel.tp * parallel.pp == 1, "model.n_experts", model.n_experts,
+          fmt::format("mixture-of-experts blocks are not supported with parallel.tp = {}, "
+                      "parallel.pp = {} yet; use tp = pp = 1 (data parallelism only)",
+                      parallel.tp, parallel.pp));
+}
+
 bool valid_name(const std::string& s) {
   if (s.empty() || s == "." || s == "..") return false;
   for (char c : s)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
       return false;
   return true;
+}
+
+// The [parallel] keys of model parallelism, on their own and against the other sections. The
+// layout against the world size and the model's shapes is checked by resolve_hybrid_layout
+// (train/hybrid_layout.h), which `brigade launch` and the trainer call.
+void validate_model_parallel(const ParallelConfig& parallel, const SyncConfig& sync,
+                             const ModelConfig& model) {
+  require_range(parallel.tp, "parallel.tp", 1, 1 << 16);
+  require_range(parallel.pp, "parallel.pp", 1, 1 << 16);
+  require_range(parallel.virtual_stages, "parallel.virtual_stages", 1, 1 << 10);
+  require_one_of(parallel.schedule, "parallel.schedule", {"1f1b", "gpipe", "interleaved", "zb-h1"});
+  const bool model_parallel = parallel.tp * parallel.pp > 1;
+  if (!model_parallel) return;
+  const std::string layout =
+      fmt::format("parallel.tp = {}, parallel.pp = {}", parallel.tp, parallel.pp);
+  require(model.kind == "gpt", "model.kind", fmt::format("\"{}\"", model.kind),
+          fmt::format("must be \"gpt\" with {} (only the GPT has tensor-parallel and pipeline "
+                      "pieces)",
+                      layout));
+  require(model.n_experts == 0, "model.n_experts", model.n_experts,
+          fmt::format("must be 0 with {}: mixture-of-experts blocks are not cut into pipeline "
+                      "stages or tp shards yet",
+                      layout));
+  require(sync.method == "ddp", "sync.method", fmt::format("\"{}\"", sync.method),
+          fmt::format("must be \"ddp\" with {}: low-communication methods are not combined with "
+                      "model parallelism",
+                      layout));
+  require(parallel.zero == 0, "parallel.zero", parallel.zero,
+          fmt::format("must be 0 with {}: the model-parallel path averages gradients over the dp "
+                      "axis without sharding (ZeRO on the dp axis is not implemented there)",
+                      layout));
+  require(parallel.grad_wire == "f32", "parallel.grad_wire",
+          fmt::format("\"{}\"", parallel.grad_wire),
+          fmt::format("must be \"f32\" with {}", layout));
 }
 
 }  // namespace
@@ -134,6 +197,7 @@ void Config::validate() const {
     require(!model.hidden.empty(), "model.hidden", "[]", "needs at least one hidden layer");
     for (int64_t h : model.hidden) require_range(h, "model.hidden[i]", 1, 1 << 20);
   }
+  validate_moe(model, parallel);
   require_real(data.val_fraction, "data.val_fraction", 0.0, 0.5, true);
 
   require_range(train.micro_batch, "train.micro_batch", 1, 1 << 20);
@@ -172,11 +236,22 @@ void Config::validate() const {
                       parallel.zero));
 
   validate_sync(sync, parallel);
+  validate_model_parallel(parallel, sync, model);
 
   require(!comm.backend.empty(), "comm.backend", "\"\"", "must name a backend (\"gloo\")");
   require_real(comm.timeout_s, "comm.timeout_s", 0.0, 86400.0, true);
   require_one_of(comm.store, "comm.store", {"auto", "file", "tcp"});
   require(!comm.host.empty(), "comm.host", "\"\"", "must be an address (127.0.0.1 for one host)");
+  // The replicas wait for rank 0's quorum decision through the store, bounded by comm.timeout_s.
+  require(sync.quorum == 1.0 ||
+              sync.outer_deadline_s * static_cast<double>(sync.quorum_retries + 1) < comm.timeout_s,
+          "sync.outer_deadline_s", sync.outer_deadline_s,
+          fmt::format("with sync.quorum_retries = {} rank 0 may wait (retries + 1) x deadline "
+                      "= {} s for a quorum, which must stay below comm.timeout_s = {} (the "
+                      "others' wait for its decision)",
+                      sync.quorum_retries,
+                      sync.outer_deadline_s * static_cast<double>(sync.quorum_retries + 1),
+                      comm.timeout_s));
 }
 
 }  // namespace brigade

@@ -1,16 +1,38 @@
 #include "brigade/sync/diloco_sync.h"
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "brigade/base/check.h"
 #include "brigade/sync/lowcomm/common.h"
 
 namespace brigade {
 
+namespace {
+// Test hook: BRIGADE_TEST_DILOCO_DELAY="rank:t:ms" makes that rank sleep ms milliseconds
+// before posting its payload of the outer step after update t, as a stalled peer would.
+void injected_delay(int rank, int64_t t) {
+  const char* v = std::getenv("BRIGADE_TEST_DILOCO_DELAY");
+  int r = -1;
+  long long step = -1, ms = 0;
+  if (!v || std::sscanf(v, "%d:%lld:%lld", &r, &step, &ms) != 3) return;
+  if (r == rank && step == t && ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+}  // namespace
+
+DilocoSync::~DilocoSync() = default;
+
 DilocoSync::DilocoSync(const DilocoConfig& config, int64_t inner_steps, int fragments,
-                       const ParamLayout& layout, const float* params)
-    : inner_steps_(inner_steps), num_fragments_(fragments), num_params_(layout.total()) {
+                       const ParamLayout& layout, const float* params,
+                       std::unique_ptr<QuorumExchange> quorum)
+    : inner_steps_(inner_steps),
+      num_fragments_(fragments),
+      num_params_(layout.total()),
+      quorum_(std::move(quorum)) {
   BRIGADE_CHECK(inner_steps >= 1 && fragments >= 1 && fragments <= inner_steps)
       << "H " << inner_steps << " fragments " << fragments;
   for (int f = 0; f < fragments; ++f) {
@@ -28,12 +50,31 @@ int DilocoSync::fragment_at(int64_t t) const {
 void DilocoSync::step(float* params, float* grads, Optimizer* optimizer, float lr, int64_t t,
                       Communicator& comm) {
   optimizer->step(params, grads, 0, num_params_, lr, t);
-  if (int f = fragment_at(t); f >= 0) outers_[f]->outer_step(params, comm);
+  if (int f = fragment_at(t); f >= 0) sync_fragment(f, params, t, false, comm);
+}
+
+void DilocoSync::sync_fragment(int f, float* params, int64_t t, bool final, Communicator& comm) {
+  if (!quorum_) {
+    outers_[f]->outer_step(params, comm);
+    return;
+  }
+  injected_delay(comm.rank(), t);
+  const std::string key =
+      "diloco/t" + std::to_string(t) + (final ? "e" : "") + "/f" + std::to_string(f);
+  const std::string what = (final ? "final outer step after update " : "outer step after update ") +
+                           std::to_string(t) +
+                           (num_fragments_ > 1 ? " (fragment " + std::to_string(f) + ")" : "");
+  outers_[f]->outer_step(params, *quorum_, key, what);
+}
+
+Traffic DilocoSync::fragment_traffic(int f, int world, int rank) const {
+  return quorum_ ? outers_[f]->quorum_bytes_per_step(world)
+                 : outers_[f]->bytes_per_step(world, rank);
 }
 
 Traffic DilocoSync::traffic(int64_t t, int world, int rank) const {
   int f = fragment_at(t);
-  return f >= 0 ? outers_[f]->bytes_per_step(world, rank) : Traffic{};
+  return f >= 0 ? fragment_traffic(f, world, rank) : Traffic{};
 }
 
 void DilocoSync::start(const float* params) {
@@ -48,8 +89,8 @@ Traffic DilocoSync::finish(float* params, int64_t t, Communicator& comm) {
   Traffic moved;
   for (int f = 0; f < num_fragments_; ++f) {
     if (f == just_synced || outers_[f]->end() == outers_[f]->begin()) continue;
-    outers_[f]->outer_step(params, comm);
-    moved = moved + outers_[f]->bytes_per_step(comm.size(), comm.rank());
+    sync_fragment(f, params, t, true, comm);
+    moved = moved + fragment_traffic(f, comm.size(), comm.rank());
   }
   return moved;
 }

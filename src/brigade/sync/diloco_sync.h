@@ -5,6 +5,11 @@
 // P > 1 fragments (streaming DiLoCo) fragment f syncs at steps (f + 1) H / P + m H instead, so
 // each outer step moves 1/P of the model. At the end of training every fragment that did not
 // just sync does so, so the final model is theta_global on every replica.
+//
+// Peers come and go (sync.quorum < 1): with a QuorumExchange the outer steps go through the
+// store and average the replicas that reported before the deadline (lowcomm/quorum_exchange.h);
+// a replica left out takes the members' theta_global and carries on. The exchange key is the
+// update number t (unique per outer step), so the rounds line up by schedule, not by arrival.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -19,11 +24,14 @@ class DilocoSync : public SyncMethod {
  public:
   // Fragments are cut at tensor boundaries (fragment_range_aligned); empty ones never sync.
   DilocoSync(const DilocoConfig& config, int64_t inner_steps, int fragments,
-             const ParamLayout& layout, const float* params);
+             const ParamLayout& layout, const float* params,
+             std::unique_ptr<QuorumExchange> quorum = nullptr);
+  ~DilocoSync() override;
 
   const char* name() const override { return "diloco"; }
   bool uses_optimizer() const override { return true; }
   bool local_params() const override { return true; }
+  bool independent_steps() const override { return quorum_ != nullptr; }
   void step(float* params, float* grads, Optimizer* optimizer, float lr, int64_t t,
             Communicator& comm) override;
   Traffic traffic(int64_t t, int world, int rank) const override;
@@ -34,11 +42,14 @@ class DilocoSync : public SyncMethod {
 
  private:
   int fragment_at(int64_t t) const;
+  void sync_fragment(int f, float* params, int64_t t, bool final, Communicator& comm);
+  Traffic fragment_traffic(int f, int world, int rank) const;
 
   int64_t inner_steps_;
   int num_fragments_;
   int64_t num_params_;
   std::vector<std::unique_ptr<DilocoOuter>> outers_;  // one per fragment
+  std::unique_ptr<QuorumExchange> quorum_;            // null: outer steps are collectives
 };
 
 }  // namespace brigade

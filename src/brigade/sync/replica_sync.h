@@ -4,17 +4,21 @@
 // (sync_method.h: DiLoCo, DeMo, PowerSGD, EF-signSGD, top-k EF). The trainer drives it exactly
 // like DDP; what differs:
 //
-// Gradient norm. Each replica holds only its own gradient, so grad_sum_squares() all-reduces
-// one float, the mean over replicas of ||g_r||^2: every replica sees the same value, takes the
-// same non-finite decision (skip or stop) and clips with the same scale. The norm reported is
-// the root mean square of the replicas' gradient norms (for DDP it is the norm of the mean).
+// Gradient norm. Each replica holds only its own gradient, so reduce_step_scalars() all-reduces
+// two floats in one collective (one set of rounds, which is what a 50 ms link charges for):
+// the mean loss and the mean over replicas of ||g_r||^2: every replica sees the same values,
+// takes the same non-finite decision (skip or stop) and clips with the same scale. The norm
+// reported is the root mean square of the replicas' gradient norms (for DDP it is the norm of
+// the mean). When the method steps independently (DiLoCo with sync.quorum < 1) both stay
+// local: a stalled replica must not stall the others' inner steps.
 //
-// Checkpoints. Rank 0 writes, as for DDP. begin_save() gathers every replica's local state
-// (sync_method.h) to rank 0 over send/recv; the returned Optimizer lists, as flat tensors:
-// the optimizer state (rank 0's), the method's replicated state, rank 0's local state under its
-// own name, and replica r's local state as "replica<r>.<name>" (DiLoCo adds "replica<r>.params",
-// the local weights). Resuming needs the same method and number of replicas; the trainer checks
-// that before reading (train/checkpointing.h) and refuses otherwise.
+// Checkpoints (checkpoint_pieces()). State every replica holds identically — the parameters
+// unless the method keeps them per replica, the optimizer state unless it is per replica, the
+// method's replicated state — is declared by every rank and written once; replica r's local
+// state (sync_method.h) is its own tensor "replica<r>.<name>", written by rank r (DiLoCo adds
+// "replica<r>.params", the local weights; rank 0 then also declares its weights under the
+// parameter names, so that export and generate find a model). Resuming needs the same method
+// and number of replicas; the trainer checks that before reading and refuses otherwise.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -46,35 +50,32 @@ class ReplicaSync : public DpStrategy {
   double finish_gradients() override { return 0.0; }
   // Collective: the mean over replicas of the local squared gradient norm.
   double grad_sum_squares() override;
+  // Collective unless method().independent_steps(): *loss (this replica's) becomes the mean
+  // over replicas and the return value is grad_sum_squares()'s, by one all-reduce of 2 floats.
+  double reduce_step_scalars(float* loss);
   void scale_grads(float scale) override;
   void step(float lr, int64_t step) override;
 
-  // Bytes of this rank's communication in one train step by formula: the norm all-reduce, plus
-  // the method's exchange of update t when the update was applied.
+  // Bytes of this rank's communication in one train step by formula: reduce_step_scalars()'s
+  // all-reduce, plus the method's exchange of update t when the update was applied.
   Traffic step_traffic(bool applied, int64_t t) const;
   // Collective, once after the last update t of the run: replicas that drift between syncs
   // (DiLoCo) sync one last time. Returns the bytes moved by formula.
   Traffic finish_training(int64_t t);
 
-  Optimizer* begin_save() override;
-  void end_save() override;
-  Optimizer& load_target() override;
-  void distribute_from_rank0(bool with_state) override;
+  std::vector<StatePiece> checkpoint_pieces() override;
+  void after_restore(bool resumed) override;
 
  private:
-  class Bundle;
   // This rank's state whose bits differ from other replicas', in a fixed order.
   std::vector<StateView> local_views();
   // State every replica holds identically (the parameters excluded).
   std::vector<StateView> replicated_views();
-  // Rank 0: buffers for every other replica's local views, and the bundle listing everything.
-  Bundle& make_bundle();
 
   Communicator& dp_;
   Model& model_;
   std::unique_ptr<Optimizer> optimizer_;  // null when the method does not use one
   std::unique_ptr<SyncMethod> method_;
-  std::unique_ptr<Bundle> bundle_;  // rank 0, between begin_save/end_save or load/distribute
 };
 
 }  // namespace brigade

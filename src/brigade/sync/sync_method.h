@@ -27,6 +27,9 @@ class SyncMethod {
   virtual bool uses_optimizer() const = 0;
   // Whether parameters (and the optimizer state) differ between replicas between syncs.
   virtual bool local_params() const { return false; }
+  // Whether replicas step without waiting for each other between syncs (DiLoCo with a quorum):
+  // then nothing, not even the per-step loss and gradient norm, is exchanged between syncs.
+  virtual bool independent_steps() const { return false; }
 
   // Update number t (1-based count of applied updates): exchange with the other replicas over
   // comm and update params (flat, num_params values) from this replica's grads (which the

@@ -2,17 +2,20 @@
 
 #include <fmt/format.h>
 
+#include <numeric>
+
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
 #include "brigade/ckpt/checkpoint.h"
+#include "brigade/monitor/timer.h"
 
 namespace brigade {
 
 namespace {
 
-constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kModelFile = "model.safetensors";  // format 1
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
-constexpr const char* kTokenizerFile = "tokenizer.bpe";
+constexpr const char* kTokenizerFile = "tokenizer.bpe";  // format 1: a file; 2: a U8 tensor
 
 nlohmann::json state_json(const SavedState& s) {
   nlohmann::json j = s.extra;
@@ -21,27 +24,108 @@ nlohmann::json state_json(const SavedState& s) {
   return j;
 }
 
-SavedState state_from(const CheckpointReader& reader) {
-  const auto& j = reader.state();
+SavedState state_from(const nlohmann::json& j, const std::string& dir) {
   SavedState s;
   try {
     s.step = j.at("step").get<int64_t>();
     s.updates = j.at("updates").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError(
-        fmt::format("{}/manifest.json: bad training state: {}", reader.dir(), e.what()));
+    throw CheckpointError(fmt::format("{}/manifest.json: bad training state: {}", dir, e.what()));
   }
   s.extra = j;
   return s;
 }
 
-void read_params(const CheckpointReader& reader, Model& model) {
-  for (const auto& spec : model.layout().specs()) {
-    reader.read(kModelFile, spec.name, model.params() + spec.offset, spec.shape);
+// Reads tensor `name` over region into out (f32), after checking that the checkpoint's tensor
+// has the shape this model expects.
+void read_piece(const ShardedCheckpointReader& reader, const ShardPiece& p, float* out) {
+  if (!reader.contains(p.tensor)) {
+    throw CheckpointError(
+        fmt::format("{} holds no tensor \"{}\" (this run needs it: another "
+                    "model or optimizer?)",
+                    reader.dir(), p.tensor));
   }
+  const ShardTensorEntry& t = reader.tensor(p.tensor);
+  if (t.shape != p.shape || t.dtype != p.dtype) {
+    throw CheckpointError(fmt::format("{}: tensor \"{}\" has shape [{}] {}; this run needs [{}] {}",
+                                      reader.dir(), p.tensor, fmt::join(t.shape, ", "),
+                                      st_dtype_name(t.dtype), fmt::join(p.shape, ", "),
+                                      st_dtype_name(p.dtype)));
+  }
+  reader.read_f32(p.tensor, p.region, out, p.region.numel());
 }
 
 }  // namespace
+
+TrainingCheckpointer::TrainingCheckpointer(TrainingCheckpointOptions options, Communicator* world,
+                                           const CommOptions& world_options,
+                                           std::vector<StatePiece> pieces)
+    : options_(std::move(options)), pieces_(std::move(pieces)) {
+  const int rank = world ? world->rank() : 0;
+  std::vector<ShardPiece> shard_pieces;
+  for (const StatePiece& p : pieces_) {
+    shard_pieces.push_back(p.piece);
+    data_.push_back(p.data);
+  }
+  if (rank == 0 && !options_.tokenizer_file.empty()) {
+    tokenizer_ = read_file(options_.tokenizer_file);
+    const auto n = static_cast<int64_t>(tokenizer_.size());
+    shard_pieces.push_back({kTokenizerFile, {n}, StDtype::kU8, Region::whole({n})});
+    data_.push_back(tokenizer_.data());
+  }
+  const CheckpointOptions ckpt{.keep_last = options_.keep_last};
+  if (options_.async || !world) {
+    // Its collectives run from the saver's thread (async), or there is no training one.
+    if (world) {
+      std::vector<int> all(static_cast<size_t>(world->size()));
+      std::iota(all.begin(), all.end(), 0);
+      own_comm_ = create_subgroup(world_options, all, "ckpt");
+    } else {
+      own_comm_ = create_communicator(CommOptions{});
+    }
+  }
+  Communicator& comm = own_comm_ ? *own_comm_ : *world;
+  if (options_.async) {
+    async_ = std::make_unique<AsyncCheckpointSaver>(options_.root, comm, std::move(shard_pieces),
+                                                    options_.mesh, ckpt);
+  } else {
+    sync_ = std::make_unique<ShardedCheckpointSaver>(options_.root, comm, std::move(shard_pieces),
+                                                     options_.mesh, ckpt);
+  }
+}
+
+TrainingCheckpointer::~TrainingCheckpointer() = default;
+
+std::vector<SaveResult> TrainingCheckpointer::save(const SavedState& state) {
+  std::vector<SaveResult> done;
+  Stopwatch watch;
+  if (sync_) {
+    done.push_back(sync_->save(state.step, data_, state_json(state)));
+  } else {
+    while (auto r = async_->poll()) done.push_back(std::move(*r));
+    async_->save(state.step, data_, state_json(state));  // waits for the save in flight
+    while (auto r = async_->poll()) done.push_back(std::move(*r));
+  }
+  last_blocking_s_ = watch.seconds();
+  return done;
+}
+
+std::optional<SaveResult> TrainingCheckpointer::wait() {
+  return async_ ? async_->wait() : std::nullopt;
+}
+
+std::optional<SavedState> load_latest_checkpoint(const std::string& root, Communicator* world,
+                                                 const std::vector<StatePiece>& pieces,
+                                                 std::string* dir, const CheckpointCheck& check,
+                                                 std::vector<std::string>* rejections) {
+  auto reader = ShardedCheckpointReader::open_latest_valid(root, world, rejections);
+  if (!reader) return std::nullopt;
+  SavedState state = state_from(reader->state(), reader->dir());
+  if (check) check(state, reader->dir());
+  for (const StatePiece& p : pieces) read_piece(*reader, p.piece, p.data);
+  if (dir) *dir = reader->dir();
+  return state;
+}
 
 std::string save_checkpoint(const std::string& root, const SavedState& state, const Model& model,
                             Optimizer& optimizer, int keep_last,
@@ -65,24 +149,27 @@ std::string save_checkpoint(const std::string& root, const SavedState& state, co
   return writer.commit(state_json(state));
 }
 
-std::optional<SavedState> load_latest_checkpoint(const std::string& root, Model& model,
-                                                 Optimizer& optimizer, std::string* dir,
-                                                 const CheckpointCheck& check) {
-  auto reader = CheckpointReader::open_latest_valid(root);
-  if (!reader) return std::nullopt;
-  if (check) check(state_from(*reader), reader->dir());
-  read_params(*reader, model);
-  for (const auto& view : optimizer.state_tensors()) {
-    reader->read(kOptimizerFile, view.name, view.data, {view.end - view.begin});
-  }
-  if (dir) *dir = reader->dir();
-  return state_from(*reader);
+SavedState load_model_weights(const ShardedCheckpointReader& reader, Model& model) {
+  for (const StatePiece& p : whole_param_pieces(model)) read_piece(reader, p.piece, p.data);
+  return state_from(reader.state(), reader.dir());
 }
 
-SavedState load_model_weights(const std::string& dir, Model& model) {
-  CheckpointReader reader = CheckpointReader::open(dir);
-  read_params(reader, model);
-  return state_from(reader);
+std::optional<std::string> checkpoint_tokenizer(const ShardedCheckpointReader& reader) {
+  if (reader.contains(kTokenizerFile)) {
+    const ShardTensorEntry& t = reader.tensor(kTokenizerFile);
+    if (t.dtype != StDtype::kU8 || t.shape.size() != 1) {
+      throw CheckpointError(
+          fmt::format("{}: tensor \"{}\" is not a U8 vector", reader.dir(), kTokenizerFile));
+    }
+    std::string text(static_cast<size_t>(t.shape[0]), '\0');
+    reader.read(kTokenizerFile, Region::whole(t.shape), text.data(),
+                static_cast<int64_t>(text.size()));
+    return text;
+  }
+  if (reader.manifest().files.count(kTokenizerFile) != 0) {
+    return read_file(reader.dir() + "/" + kTokenizerFile);
+  }
+  return std::nullopt;
 }
 
 }  // namespace brigade

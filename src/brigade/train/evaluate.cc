@@ -11,7 +11,9 @@ EvalSums evaluate(Model& model, const Dataset& dataset, Batch& batch, int64_t mi
   EvalSums sums;
   for (int64_t k = shard; k < it.num_batches(); k += shards) {
     it.fill(batch, k);
-    sums.loss_sum += static_cast<double>(model.forward(batch)) * static_cast<double>(batch.size);
+    // The task loss: without a MoE model's load-balancing term (aux_loss() is 0 otherwise).
+    const double loss = static_cast<double>(model.forward(batch)) - model.aux_loss();
+    sums.loss_sum += loss * static_cast<double>(batch.size);
     sums.examples += static_cast<double>(batch.size);
     if (classifier) sums.correct += static_cast<double>(classifier->correct_predictions());
   }

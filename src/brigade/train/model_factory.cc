@@ -15,7 +15,12 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, int64_t max_batch) 
                 .seq_len = config.seq_len,
                 .d_model = config.d_model,
                 .n_layer = config.n_layer,
-                .n_head = config.n_head};
+                .n_head = config.n_head,
+                .n_experts = config.n_experts,
+                .moe_top_k = static_cast<int>(config.moe_top_k),
+                .capacity_factor = config.capacity_factor,
+                .aux_loss_coef = config.aux_loss_coef,
+                .moe_every = config.moe_every};
   return std::make_unique<Gpt>(gpt, max_batch);
 }
 

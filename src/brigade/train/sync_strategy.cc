@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 
 #include "brigade/base/error.h"
 #include "brigade/sync/compressed_grad_sync.h"
@@ -15,7 +17,9 @@ namespace brigade {
 
 namespace {
 
-std::unique_ptr<SyncMethod> make_method(const Config& config, Model& model) {
+std::unique_ptr<SyncMethod> make_method(const Config& config, Model& model, Communicator& dp,
+                                        std::shared_ptr<Store> store,
+                                        std::function<void(const std::string&)> log) {
   const SyncConfig& s = config.sync;
   const std::string payload = resolved_payload(s, config.parallel);
   const ParamLayout& layout = model.layout();
@@ -25,8 +29,24 @@ std::unique_ptr<SyncMethod> make_method(const Config& config, Model& model) {
                    .nesterov = s.nesterov,
                    .wire = payload == "int8" ? OuterWire::kInt8 : OuterWire::kF32,
                    .int8_chunk = s.int8_chunk};
+    std::unique_ptr<QuorumExchange> quorum;
+    if (s.quorum < 1.0) {
+      if (!store) {
+        throw ConfigError(fmt::format(
+            "sync.quorum = {}: needs the job's rendezvous store, and this communicator has none",
+            s.quorum));
+      }
+      quorum = std::make_unique<QuorumExchange>(
+          std::make_shared<PrefixStore>("quorum/" + dp.name(), std::move(store)), dp.size(),
+          dp.rank(),
+          QuorumOptions{.quorum = s.quorum,
+                        .deadline = std::chrono::milliseconds(
+                            static_cast<int64_t>(std::ceil(s.outer_deadline_s * 1e3))),
+                        .retries = static_cast<int>(s.quorum_retries)},
+          std::move(log));
+    }
     return std::make_unique<DilocoSync>(c, s.inner_steps, static_cast<int>(s.fragments), layout,
-                                        model.params());
+                                        model.params(), std::move(quorum));
   }
   if (s.method == "demo") {
     DemoConfig c{.beta = static_cast<float>(s.demo_beta),
@@ -72,10 +92,13 @@ std::string resolved_payload(const SyncConfig& sync, const ParallelConfig& paral
 std::string describe_sync(const SyncConfig& s, const ParallelConfig& parallel) {
   const std::string payload = resolved_payload(s, parallel);
   if (s.method == "diloco") {
-    return fmt::format("diloco (H = {}, outer lr {}, momentum {}{}, {} pseudo-gradient{})",
-                       s.inner_steps, s.outer_lr, s.outer_momentum, s.nesterov ? " Nesterov" : "",
-                       payload,
-                       s.fragments > 1 ? fmt::format(", {} streaming fragments", s.fragments) : "");
+    return fmt::format(
+        "diloco (H = {}, outer lr {}, momentum {}{}, {} pseudo-gradient{}{})", s.inner_steps,
+        s.outer_lr, s.outer_momentum, s.nesterov ? " Nesterov" : "", payload,
+        s.fragments > 1 ? fmt::format(", {} streaming fragments", s.fragments) : "",
+        s.quorum < 1.0
+            ? fmt::format(", quorum {} within {} s via the store", s.quorum, s.outer_deadline_s)
+            : "");
   }
   if (s.method == "demo") {
     return fmt::format("demo (beta {}, k {} per chunk of edge <= {}, {} values)", s.demo_beta,
@@ -92,8 +115,9 @@ std::string describe_sync(const SyncConfig& s, const ParallelConfig& parallel) {
   return fmt::format("ddp ({} gradients)", payload);
 }
 
-std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicator* dp,
-                                               Model& model) {
+std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicator* dp, Model& model,
+                                               std::shared_ptr<Store> store,
+                                               std::function<void(const std::string&)> log) {
   if (config.sync.method == "ddp" || !dp || dp->size() == 1) {
     const std::string wire = config.sync.method == "ddp"
                                  ? resolved_payload(config.sync, config.parallel)
@@ -105,8 +129,9 @@ std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicato
                                                                   (1 << 20) / sizeof(float))),
                                       .wire = wire == "bf16" ? WireDtype::kBF16 : WireDtype::kF32});
   }
-  return std::make_unique<ReplicaSync>(*dp, model, optimizer_config(config.train),
-                                       make_method(config, model));
+  return std::make_unique<ReplicaSync>(
+      *dp, model, optimizer_config(config.train),
+      make_method(config, model, *dp, std::move(store), std::move(log)));
 }
 
 }  // namespace brigade

@@ -2,10 +2,12 @@
 // Turns the run's [parallel] and [sync] sections into the DpStrategy the trainer drives: DDP or
 // a ZeRO stage (parallel/dp_strategy.h) for sync.method = "ddp", ReplicaSync with the chosen
 // low-communication method (sync/replica_sync.h) otherwise.
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "brigade/comm/communicator.h"
+#include "brigade/comm/store.h"
 #include "brigade/model/model.h"
 #include "brigade/parallel/dp_strategy.h"
 #include "brigade/runtime/config.h"
@@ -14,9 +16,12 @@ namespace brigade {
 
 // dp: the data-parallel group, or null for a single process. One process has no replica to
 // sync with, so every method is then plain local training with train.optimizer (the caller
-// says so in the log). Throws ConfigError when the method does not fit the model.
-std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicator* dp,
-                                               Model& model);
+// says so in the log). store: the job's rendezvous store, which DiLoCo with sync.quorum < 1
+// exchanges through (sync/lowcomm/quorum_exchange.h); log: where it reports who was left out.
+// Throws ConfigError when the method does not fit the model (or needs a store and has none).
+std::unique_ptr<DpStrategy> make_sync_strategy(
+    const Config& config, Communicator* dp, Model& model, std::shared_ptr<Store> store = nullptr,
+    std::function<void(const std::string&)> log = nullptr);
 
 // The wire format sync.payload = "auto" stands for with this method.
 std::string resolved_payload(const SyncConfig& sync, const ParallelConfig& parallel);

@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
@@ -30,7 +32,9 @@
 #include "brigade/sync/replica_sync.h"
 #include "brigade/train/checkpointing.h"
 #include "brigade/train/evaluate.h"
+#include "brigade/train/hybrid_layout.h"
 #include "brigade/train/model_factory.h"
+#include "brigade/train/model_parallel_trainer.h"
 #include "brigade/train/sync_strategy.h"
 #include "brigade/train/training_data.h"
 
@@ -68,7 +72,8 @@ class Trainer {
         log_(rank_, folder_.rank_log_path(rank_), rank_ == 0),
         data_(load_training_data(config, folder_)),
         model_(make_model(config.model, config.train.micro_batch)),
-        sync_(make_sync_strategy(config, group_.world.get(), *model_)),
+        sync_(make_sync_strategy(config, group_.world.get(), *model_, group_.world_options.store,
+                                 [this](const std::string& line) { log_.line(line); })),
         replica_(dynamic_cast<ReplicaSync*>(sync_.get())),
         loader_(*data_.train, SamplerOptions{.seed = static_cast<uint64_t>(config.run.seed),
                                              .micro_batch = config.train.micro_batch,
@@ -95,6 +100,8 @@ class Trainer {
   float average_over_ranks(float value);
   void eval_and_record(int64_t step, bool final);
   void checkpoint(int64_t step);
+  void report_save(const SaveResult& result);
+  void finish_checkpoints();  // waits for the last save
   void record(const nlohmann::json& rec) {
     if (metrics_) metrics_->write(rec);
   }
@@ -130,6 +137,7 @@ class Trainer {
   int64_t skipped_ = 0;
   int64_t nan_step_ = injected_nan_step();
   std::string last_checkpoint_ = "none";
+  std::unique_ptr<TrainingCheckpointer> ckpt_;  // after restore(): saves this rank's pieces
   double last_loss_ = 0, last_norm_ = 0, last_exposed_comm_s_ = 0;
   Traffic formula_total_;  // replica sync: bytes by formula over this invocation's steps
 };
@@ -157,35 +165,40 @@ void check_sync_record(const nlohmann::json& saved, const Config& config, int64_
       dir, method, saved_replicas, config.sync.method, replicas));
 }
 
-// Rank 0 reads the newest valid checkpoint (full parameters and optimizer state); every rank
-// receives its part from rank 0 (all of it under DDP, its shard under ZeRO), so ranks need not
-// share a file system.
+// Every rank opens the newest valid checkpoint (verifying 1/N of its files) and reads the
+// regions of each tensor it holds under this run's strategy and degree, whatever layout wrote
+// them. Then the checkpointer is set up, once, with the same pieces.
 void Trainer::restore() {
+  Stopwatch watch;
   std::string dir;
-  int64_t header[3] = {0, 0, 0};  // found, step, updates
-  if (rank_ == 0 && config_.run.resume == "auto") {
+  std::optional<SavedState> saved;
+  std::vector<StatePiece> pieces = sync_->checkpoint_pieces();
+  if (config_.run.resume == "auto") {
     auto check = [&](const SavedState& s, const std::string& d) {
       check_sync_record(s.extra.contains("sync") ? s.extra.at("sync") : nlohmann::json::object(),
                         config_, dp_size_, d);
     };
-    if (auto saved = load_latest_checkpoint(folder_.checkpoints(), *model_, sync_->load_target(),
-                                            &dir, check)) {
-      if (saved->extra.contains("sampler")) {
-        loader_.sampler().resume_step(saved->extra.at("sampler").get<SamplerState>());
-      }
-      header[0] = 1;
-      header[1] = saved->step;
-      header[2] = saved->updates;
+    saved = load_latest_checkpoint(folder_.checkpoints(), group_.world.get(), pieces, &dir, check);
+  }
+  sync_->after_restore(saved.has_value());
+  if (saved) {
+    if (saved->extra.contains("sampler")) {
+      loader_.sampler().resume_step(saved->extra.at("sampler").get<SamplerState>());
     }
+    start_step_ = saved->step;
+    updates_ = saved->updates;
+    last_checkpoint_ = dir;
+    log_.info("resumed from {} at step {} (loaded in {:.0f} ms)", last_checkpoint_, start_step_,
+              watch.millis());
   }
-  if (group_.world) group_.world->broadcast_bytes(header, sizeof(header), 0);
-  sync_->distribute_from_rank0(header[0] != 0);
-  if (header[0]) {
-    start_step_ = header[1];
-    updates_ = header[2];
-    last_checkpoint_ = dir.empty() ? "the one rank 0 loaded" : dir;
-    log_.info("resumed from {} at step {}", last_checkpoint_, start_step_);
-  }
+  ckpt_ = std::make_unique<TrainingCheckpointer>(
+      TrainingCheckpointOptions{
+          .root = folder_.checkpoints(),
+          .keep_last = static_cast<int>(config_.train.keep_checkpoints),
+          .async = config_.train.async_checkpoint,
+          .tokenizer_file = data_.tokenizer_file,
+          .mesh = {{"dp", dp_size_}, {"zero", sync_->zero_stage()}, {"sync", config_.sync.method}}},
+      group_.world.get(), group_.world_options, std::move(pieces));
 }
 
 void Trainer::start_or_resume() {
@@ -232,11 +245,19 @@ bool Trainer::train_step(int64_t step) {
     model_->backward(batch_, 1.0f / static_cast<float>(accum));
   }
   last_exposed_comm_s_ = sync_->finish_gradients();
-  loss = average_over_ranks(static_cast<float>(loss / static_cast<double>(accum)));
+  double norm = 0;
+  if (replica_) {
+    // Loss and squared norm in one all-reduce (none when replicas step independently).
+    float mean_loss = static_cast<float>(loss / static_cast<double>(accum));
+    norm = std::sqrt(replica_->reduce_step_scalars(&mean_loss));
+    loss = mean_loss;
+  } else {
+    loss = average_over_ranks(static_cast<float>(loss / static_cast<double>(accum)));
+    // Collective under ZeRO (each rank holds one shard of the gradient), so every rank takes it
+    // before deciding anything from it.
+    norm = std::sqrt(sync_->grad_sum_squares());
+  }
   if (step + 1 == nan_step_) loss = std::nan("");
-  // Collective under ZeRO (each rank holds one shard of the gradient), so every rank takes it
-  // before deciding anything from it.
-  double norm = std::sqrt(sync_->grad_sum_squares());
   last_loss_ = loss;
   last_norm_ = norm;
   if (!std::isfinite(loss) || !std::isfinite(norm)) {
@@ -245,6 +266,7 @@ bool Trainer::train_step(int64_t step) {
                     std::isfinite(loss) ? norm : loss, step + 1);
     progress_.interrupt();
     if (config_.train.on_nonfinite == "stop") {
+      finish_checkpoints();  // a save in flight may become the last good checkpoint
       throw NonFiniteError(
           fmt::format("{}; stopping. The last good checkpoint is {}", what, last_checkpoint_));
     }
@@ -293,26 +315,39 @@ void Trainer::eval_and_record(int64_t step, bool final) {
   log_.line(line);
 }
 
-// Rank 0 writes the full state: its own under DDP (replicas are identical); under ZeRO the
-// strategy first gathers parameters and optimizer shards to it (a collective every rank joins).
+// Every rank saves its own pieces (ckpt/async_save.h): with train.async_checkpoint the step
+// waits only for the copy into host memory, and the write and commit finish in the background.
+// A failed save is reported when it is found and retried by the next checkpoint.
 void Trainer::checkpoint(int64_t step) {
-  Stopwatch watch;
-  Optimizer* full = sync_->begin_save();
-  if (rank_ == 0) {
-    SavedState state{.step = step,
-                     .updates = updates_,
-                     .extra = {{"sampler", loader_.sampler().state(step)},
-                               {"sync", sync_record(config_, dp_size_)},
-                               {"config", config_.to_toml()},
-                               {"provenance", provenance_}}};
-    last_checkpoint_ =
-        save_checkpoint(folder_.checkpoints(), state, *model_, *full,
-                        static_cast<int>(config_.train.keep_checkpoints), data_.tokenizer_file);
-  }
-  sync_->end_save();
-  if (rank_ != 0) return;
+  SavedState state{.step = step,
+                   .updates = updates_,
+                   .extra = {{"sampler", loader_.sampler().state(step)},
+                             {"sync", sync_record(config_, dp_size_)},
+                             {"config", config_.to_toml()},
+                             {"provenance", provenance_}}};
+  const std::vector<SaveResult> done = ckpt_->save(state);
   progress_.interrupt();
-  log_.info("checkpoint {} ({:.0f} ms)", last_checkpoint_, watch.millis());
+  for (const SaveResult& r : done) report_save(r);
+  if (config_.train.async_checkpoint) {
+    log_.info("checkpoint of step {} started ({:.0f} ms blocking)", step,
+              ckpt_->last_blocking_s() * 1e3);
+  }
+}
+
+void Trainer::report_save(const SaveResult& r) {
+  if (r.ok) {
+    last_checkpoint_ = r.dir;
+    log_.info("checkpoint {} ({:.0f} ms)", r.dir, r.seconds * 1e3);
+  } else {
+    log_.info(
+        "checkpoint of step {} failed: {}; {} stays the latest, the next checkpoint "
+        "retries",
+        r.step, r.error, last_checkpoint_);
+  }
+}
+
+void Trainer::finish_checkpoints() {
+  if (auto r = ckpt_->wait()) report_save(*r);
 }
 
 int Trainer::run() {
@@ -332,10 +367,9 @@ int Trainer::run() {
     const int64_t done = step + 1;
     Traffic formula;
     if (replica_) {
-      // Bytes by formula: the loss average, the norm all-reduce and the method's exchange; on
-      // the last step also the final sync of replicas that drift (DiLoCo).
-      formula =
-          all_reduce_f32_traffic(1, dp_size_, rank_) + replica_->step_traffic(applied, updates_);
+      // Bytes by formula: the loss and norm all-reduce and the method's exchange; on the last
+      // step also the final sync of replicas that drift (DiLoCo).
+      formula = replica_->step_traffic(applied, updates_);
       if (done == t.steps) formula = formula + replica_->finish_training(updates_);
       formula_total_ = formula_total_ + formula;
     }
@@ -354,6 +388,13 @@ int Trainer::run() {
       rec["comm_recv_bytes"] = after.bytes_received - before.bytes_received;
       rec["comm_rounds"] = after.rounds - before.rounds;
       rec["comm_exposed_ms"] = last_exposed_comm_s_ * 1e3;
+    }
+    if (const MoeTotals moe = model_->take_moe_totals(); !moe.empty()) {
+      // Rank 0's micro-batches: the aux part of `loss`, assignments over capacity, and the
+      // mean over MoE layers of max expert load / mean load (1 = balanced).
+      rec["moe_aux_loss"] = moe.mean_aux_term();
+      rec["moe_dropped_pct"] = moe.dropped_pct();
+      rec["moe_load_imbalance"] = moe.mean_imbalance();
     }
     if (replica_) {
       rec["comm_formula_sent_bytes"] = formula.sent;
@@ -383,16 +424,23 @@ int Trainer::run() {
   progress_.interrupt();
   if (end < t.steps) {
     if (last_saved != end) checkpoint(end);
+    finish_checkpoints();
     log_.info("stopped after step {} of {} (run.stop_after = {}); run again to continue", end,
               t.steps, stop);
     return kExitOk;
   }
   eval_and_record(t.steps, true);
   if (last_saved != t.steps) checkpoint(t.steps);
+  finish_checkpoints();
   summary_["final"] = true;
   summary_["skipped_steps"] = skipped_;
   summary_["wall_s"] = run_watch.seconds();
   summary_["sync_method"] = config_.sync.method;
+  if (const MoeTotals moe = model_->moe_run_totals(); !moe.empty()) {
+    summary_["moe_dropped_pct"] = moe.dropped_pct();  // this invocation's steps, rank 0
+    summary_["moe_load_imbalance"] = moe.mean_imbalance();
+    summary_["moe_load_imbalance_max"] = moe.imbalance_max;
+  }
   if (stats) {
     summary_["comm"] = stats->summary();
     summary_["comm_sent_bytes"] = stats->total().bytes_sent;
@@ -415,6 +463,8 @@ int train(const Config& config) {
   set_blas_threads(static_cast<int>(config.train.blas_threads));
   ProcessGroup group = join_process_group(config.comm, detect_dist_env());
   detail::set_log_rank(group.rank());
+  // tp * pp > 1: the GPT as pipeline stages of tensor-parallel shards (model_parallel_trainer.h).
+  if (is_model_parallel(config)) return train_model_parallel(config, group);
   Trainer trainer(config, group);
   return trainer.run();
 }

@@ -96,6 +96,49 @@ void DilocoOuter::outer_step(float* params, Communicator& comm) {
   apply_mean(delta_.data(), params);
 }
 
+std::vector<int> DilocoOuter::outer_step(float* params, QuorumExchange& exchange,
+                                         const std::string& key, const std::string& what) {
+  const int64_t n = end_ - begin_;
+  pseudo_gradient(params, delta_.data());
+  const int64_t bytes = payload_bytes();
+  const uint8_t* mine = reinterpret_cast<const uint8_t*>(delta_.data());
+  if (config_.wire == OuterWire::kInt8) {
+    codec_.encode(delta_.data(), payload_.data());
+    mine = payload_.data();
+  }
+  std::vector<int> members = exchange.exchange(key, what, mine, bytes, gathered_);
+  const int m = static_cast<int>(members.size());
+  for (int i = 0; i < m; ++i) {
+    if (config_.wire == OuterWire::kInt8) {
+      try {
+        codec_.validate(gathered_.data() + i * bytes, bytes);
+      } catch (const PayloadError& e) {
+        throw PayloadError("diloco: from rank " + std::to_string(members[i]) + ": " + e.what());
+      }
+    }
+  }
+  // The members' mean, summed in rank order (every replica gets the same bits).
+  std::fill(delta_.begin(), delta_.end(), 0.0f);
+  for (int i = 0; i < m; ++i) {
+    const uint8_t* p = gathered_.data() + i * bytes;
+    if (config_.wire == OuterWire::kInt8) {
+      codec_.decode_add(p, delta_.data());
+    } else {
+      const float* x = reinterpret_cast<const float*>(p);
+      for (int64_t j = 0; j < n; ++j) delta_[j] += x[j];
+    }
+  }
+  const float inv = 1.0f / static_cast<float>(m);
+  for (int64_t j = 0; j < n; ++j) delta_[j] *= inv;
+  apply_mean(delta_.data(), params);
+  return members;
+}
+
+Traffic DilocoOuter::quorum_bytes_per_step(int world) const {
+  const int64_t bytes = payload_bytes();
+  return Traffic{bytes, (world - 1) * bytes, 2 + (world - 1)};
+}
+
 int64_t DilocoOuter::payload_bytes() const {
   return config_.wire == OuterWire::kF32 ? 4 * (end_ - begin_) : codec_.size_bytes();
 }

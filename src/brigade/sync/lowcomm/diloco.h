@@ -18,12 +18,14 @@
 // says which contiguous range fragment f covers, streaming_fragment_at() which fragment syncs
 // after an inner step; one DilocoOuter per fragment does the rest.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "brigade/comm/communicator.h"
 #include "brigade/comm/wire_traffic.h"
 #include "brigade/model/param_spec.h"
 #include "brigade/sync/lowcomm/int8_quant.h"
+#include "brigade/sync/lowcomm/quorum_exchange.h"
 #include "brigade/sync/optimizer.h"
 
 namespace brigade {
@@ -50,6 +52,11 @@ class DilocoOuter {
   // theta_global on return. Throws PayloadError / CommError on a bad payload or failed
   // collective; the state is unchanged then.
   void outer_step(float* params, Communicator& comm);
+  // The same step with the payloads exchanged through the store (quorum_exchange.h): the mean
+  // is over the members only, which it returns. Every replica, member or not, ends with the
+  // same theta_global. key must be unique per outer step of this range.
+  std::vector<int> outer_step(float* params, QuorumExchange& exchange, const std::string& key,
+                              const std::string& what);
 
   // The local halves, for tests: pseudo_gradient() writes Delta_i = theta_global - params into
   // delta (end - begin values); apply_mean() takes the replicas' mean Delta and does the
@@ -61,6 +68,9 @@ class DilocoOuter {
   int64_t payload_bytes() const;
   // Bytes this rank sends and receives in one outer_step().
   Traffic bytes_per_step(int world, int rank) const;
+  // Bytes of the store exchange when every replica reports: payload_bytes() sent, (world - 1)
+  // payloads received; rounds: one set, one get of the members, world - 1 payload gets.
+  Traffic quorum_bytes_per_step(int world) const;
 
   // "diloco.global" and (if momentum > 0) "diloco.momentum" over [begin, end).
   std::vector<StateView> state_tensors();

@@ -1,0 +1,105 @@
+// resolve_hybrid_layout: the mesh from [parallel] and the world size, and every refusal naming
+// its factors, checked against layouts worked out by hand.
+#include "brigade/train/hybrid_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "brigade/base/error.h"
+
+namespace brigade {
+namespace {
+
+Config gpt(int64_t tp, int64_t pp) {
+  Config c;
+  c.model.n_layer = 4;
+  c.model.n_head = 4;
+  c.model.d_model = 32;
+  c.model.seq_len = 16;
+  c.train.micro_batch = 2;
+  c.train.grad_accum = 4;
+  c.parallel.tp = tp;
+  c.parallel.pp = pp;
+  return c;
+}
+
+std::string error_of(const Config& c, int64_t world) {
+  try {
+    resolve_hybrid_layout(c, world);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HybridLayout, DpFillsTheWorld) {
+  const HybridLayout h = resolve_hybrid_layout(gpt(2, 2), 8);
+  EXPECT_EQ(h.shape.pp, 2);
+  EXPECT_EQ(h.shape.dp, 2);
+  EXPECT_EQ(h.shape.tp, 2);
+  EXPECT_EQ(h.micro_batches, 4);
+  // 4 blocks over 2 stages; the embeddings and the tied head weigh the same at either end.
+  EXPECT_EQ(h.stage_bounds, (std::vector<int>{0, 2, 4}));
+  EXPECT_TRUE(is_model_parallel(gpt(2, 1)));
+  EXPECT_FALSE(is_model_parallel(gpt(1, 1)));
+}
+
+TEST(HybridLayout, ExplicitSplitAndInterleaving) {
+  Config c = gpt(1, 2);
+  c.parallel.schedule = "interleaved";
+  c.parallel.virtual_stages = 2;
+  c.parallel.layer_split = {1, 1, 1, 1};
+  const HybridLayout h = resolve_hybrid_layout(c, 2);
+  EXPECT_EQ(h.stage_bounds, (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(h.schedule, ScheduleKind::kInterleaved);
+}
+
+TEST(HybridLayout, RefusalsPrintEveryFactor) {
+  Config c = gpt(2, 2);
+  c.parallel.dp = 2;
+  std::string e = error_of(c, 6);
+  EXPECT_NE(e.find("pp=2 x dp=2 x ep=1 x tp=2 = 8 != world size 6"), std::string::npos) << e;
+  // dp = 0 and a world that pp x tp does not divide.
+  e = error_of(gpt(2, 2), 6);
+  EXPECT_NE(e.find("world size 6"), std::string::npos) << e;
+  e = error_of(gpt(3, 1), 3);
+  EXPECT_NE(e.find("n_head"), std::string::npos) << e;
+  EXPECT_NE(e.find("tp=3"), std::string::npos) << e;
+  c = gpt(1, 4);
+  c.parallel.schedule = "interleaved";
+  c.parallel.virtual_stages = 2;  // 8 stages, 4 blocks
+  e = error_of(c, 4);
+  EXPECT_NE(e.find("pp=4 x dp=1 x ep=1 x tp=1"), std::string::npos) << e;
+  c = gpt(1, 2);
+  c.parallel.schedule = "interleaved";
+  c.train.grad_accum = 3;  // not a multiple of pp
+  EXPECT_NE(error_of(c, 2), "");
+  c = gpt(1, 2);
+  c.parallel.layer_split = {3, 2};
+  EXPECT_NE(error_of(c, 2), "");
+  c = gpt(2, 1);
+  c.data.seq_len = 8;
+  EXPECT_NE(error_of(c, 2).find("data.seq_len"), std::string::npos);
+}
+
+TEST(HybridLayout, ConfigRefusesUnsupportedCombinations) {
+  Config c = gpt(2, 1);
+  c.sync.method = "diloco";
+  EXPECT_THROW(c.validate(), ConfigError);
+  c = gpt(1, 2);
+  c.parallel.zero = 1;
+  try {
+    c.validate();
+    ADD_FAILURE() << "zero = 1 with pp = 2 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.zero"), std::string::npos) << e.what();
+  }
+  c = gpt(2, 2);
+  c.parallel.schedule = "pipedream";
+  EXPECT_THROW(c.validate(), ConfigError);
+  EXPECT_NO_THROW(gpt(2, 2).validate());
+}
+
+}  // namespace
+}  // namespace brigade

@@ -1,0 +1,116 @@
+// An asynchronous checkpoint that fails for lack of disk space (one write fails with ENOSPC,
+// torn, through base/file_io.h's fault injection) is logged with the reason, training goes on,
+// and the next checkpoint succeeds; the run ends with the same state as one without the fault.
+//
+// The trainer runs in this process (one rank), so the fault reaches its background save. Which
+// write to fail is found by counting: the only writes through the wrapper are the run folder's
+// at start and the checkpoints', and every save of this run writes the same bytes, so two
+// fault-free runs (2 and 3 checkpoints) give the start's count and one save's.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "brigade/base/file_io.h"
+#include "brigade/runtime/config.h"
+#include "brigade/train/trainer.h"
+#include "common/checkpoint_tensors.h"
+#include "common/run_command.h"
+
+namespace brigade::testing {
+namespace {
+
+const char* kConfig = R"(
+[run]
+name = "tiny"
+seed = 5
+[model]
+kind = "gpt"
+vocab = 256
+seq_len = 32
+d_model = 32
+n_layer = 2
+n_head = 2
+[data]
+source = "fortunes"
+[train]
+micro_batch = 4
+lr = 3e-3
+warmup = 2
+eval_every = 0
+eval_batches = 2
+ckpt_every = 5
+keep_checkpoints = 5
+log_every = 5
+)";
+
+class AsyncCheckpointFault : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = make_temp_dir("async-ckpt-fault"); }
+  void TearDown() override { detail::set_io_fault(std::nullopt); }
+
+  // Trains `steps` steps into <dir>/<out>/tiny; returns the exit code.
+  int train_run(const std::string& out, int64_t steps) {
+    Config config =
+        parse_config(kConfig, "test",
+                     {"run.out_dir=" + dir_ + "/" + out, "train.steps=" + std::to_string(steps)});
+    config.validate();
+    return train(config);
+  }
+  // The writes a fault-free run makes through the I/O wrapper.
+  int64_t writes_of(const std::string& out, int64_t steps) {
+    detail::set_io_fault(detail::IoFault{.op = detail::IoOp::kWrite, .nth = INT64_MAX});
+    EXPECT_EQ(train_run(out, steps), 0);
+    const int64_t n = detail::io_op_count(detail::IoOp::kWrite);
+    detail::set_io_fault(std::nullopt);
+    return n;
+  }
+  std::string ckpt(const std::string& out, int64_t step) {
+    return dir_ + "/" + out + "/tiny/checkpoints/step_" + fmt_step(step);
+  }
+  static std::string fmt_step(int64_t step) {
+    std::string s = std::to_string(step);
+    return std::string(8 - s.size(), '0') + s;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(AsyncCheckpointFault, FullDiskIsLoggedTrainingGoesOnAndTheNextSaveSucceeds) {
+  const int64_t two = writes_of("count2", 10);       // start + saves at 5, 10
+  const int64_t three = writes_of("reference", 15);  // start + saves at 5, 10, 15
+  const int64_t per_save = three - two;
+  const int64_t at_start = two - 2 * per_save;
+  ASSERT_GT(per_save, 0);
+  ASSERT_GE(at_start, 0);
+
+  // The first write of the save at step 5 fails; the disk has room again afterwards.
+  detail::set_io_fault(detail::IoFault{.op = detail::IoOp::kWrite,
+                                       .nth = at_start + 1,
+                                       .error = ENOSPC,
+                                       .torn = true,
+                                       .once = true});
+  ASSERT_EQ(train_run("faulty", 15), 0);
+  detail::set_io_fault(std::nullopt);
+
+  const std::string log = read_file(dir_ + "/faulty/tiny/train.log");
+  EXPECT_NE(log.find("checkpoint of step 5 failed"), std::string::npos) << log;
+  EXPECT_NE(log.find(std::strerror(ENOSPC)), std::string::npos) << log;
+  EXPECT_NE(log.find("checkpoint " + ckpt("faulty", 10)), std::string::npos) << log;
+  EXPECT_FALSE(std::filesystem::exists(ckpt("faulty", 5)));
+  EXPECT_TRUE(std::filesystem::exists(ckpt("faulty", 10) + "/manifest.json"));
+  EXPECT_EQ(read_file(dir_ + "/faulty/tiny/checkpoints/latest"), "step_" + fmt_step(15) + "\n");
+  // Training was not disturbed: the final state equals the fault-free run's, bit for bit.
+  for (auto part : {CkptPart::kModel, CkptPart::kState}) {
+    const auto want = read_checkpoint(ckpt("reference", 15), part);
+    ASSERT_FALSE(want.empty());
+    EXPECT_TRUE(read_checkpoint(ckpt("faulty", 15), part) == want);
+  }
+}
+
+}  // namespace
+}  // namespace brigade::testing
