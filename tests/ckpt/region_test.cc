@@ -150,6 +150,56 @@ TEST(ShardPlan, ReplicatedPiecesAreWrittenOnceByTheLowestRank) {
   EXPECT_EQ(p0.index().to_json(), p3.index().to_json());  // every rank decides the same
 }
 
+TEST(ShardPlan, LargeReplicatedPiecesAreSplitAmongTheirHolders) {
+  // dp=3 x tp=2 with a split threshold of 32 bytes: "w" (7, 8) column halves (28 floats,
+  // 112 B) are each held by 3 dp ranks -> one block of rows per holder; "m" (10,) flat,
+  // held by all 6 -> 6 ranges; "b" (2,) is under the threshold -> lowest holder; "r" (2, 40)
+  // has 2 rows for 6 holders -> only 2 write.
+  std::vector<std::vector<ShardPiece>> all(6);
+  for (int r = 0; r < 6; ++r) {
+    const int tp = r % 2;
+    all[r] = {piece("w", {7, 8}, Region::box({0, 4 * tp}, {7, 4})),
+              piece("m", {10}, Region::range(0, 10)), piece("b", {2}, Region::whole({2})),
+              piece("r", {2, 40}, Region::whole({2, 40}))};
+  }
+  std::vector<ShardPlan> plans;
+  for (int r = 0; r < 6; ++r) plans.push_back(ShardPlan::from_all(r, all, {}, 32));
+  // Column half tp=1 is held by ranks 1, 3, 5: rows [0,2), [2,4), [4,7).
+  const auto& w = plans[0].index().tensors.at("w").pieces;
+  ASSERT_EQ(w.size(), 6u);
+  EXPECT_EQ(w[3].rank, 1);
+  EXPECT_EQ(w[3].region, Region::box({0, 4}, {2, 4}));
+  EXPECT_EQ(w[5].rank, 5);
+  EXPECT_EQ(w[5].region, Region::box({4, 4}, {3, 4}));
+  // What rank r writes of its piece i (each rank writes at most one part of a piece).
+  const auto written = [&](int r, size_t i) {
+    for (const ShardPlan::Written& w : plans[r].written()) {
+      if (w.piece == i) return w;
+    }
+    ADD_FAILURE() << "rank " << r << " writes nothing of piece " << i;
+    return ShardPlan::Written{};
+  };
+  // Rank 5 writes rows 4..6 of its w half: byte offset 4 rows x 4 columns x 4 bytes.
+  EXPECT_EQ(written(5, 0).offset, 4 * 4 * 4);
+  EXPECT_EQ(written(5, 0).nbytes, 3 * 4 * 4);
+  EXPECT_EQ(written(5, 0).region, Region::box({4, 4}, {3, 4}));
+  // m: ranks 0..5 write [0,1), [1,3), [3,5), [5,6), [6,8), [8,10).
+  const auto& m = plans[0].index().tensors.at("m").pieces;
+  ASSERT_EQ(m.size(), 6u);
+  EXPECT_EQ(m[1].region, Region::range(1, 3));
+  EXPECT_EQ(written(3, 1).offset, 5 * 4);
+  EXPECT_EQ(written(3, 1).nbytes, 1 * 4);
+  EXPECT_EQ(plans[0].index().tensors.at("b").pieces.size(), 1u);
+  const auto& rr = plans[0].index().tensors.at("r").pieces;
+  ASSERT_EQ(rr.size(), 2u);
+  EXPECT_EQ(rr[1].rank, 1);
+  EXPECT_EQ(rr[1].region, Region::box({1, 0}, {1, 40}));
+  EXPECT_EQ(plans[2].written().size(), 2u);  // its w block and its m range
+  for (int r = 1; r < 6; ++r) EXPECT_EQ(plans[r].index().to_json(), plans[0].index().to_json());
+  // The default threshold (1 MiB) leaves all of this to the lowest holders.
+  EXPECT_EQ(ShardPlan::from_all(0, all).index().tensors.at("m").pieces.size(), 1u);
+}
+
 TEST(ShardPlan, RejectsInconsistentOrIncompleteLayouts) {
   // Shapes disagree.
   std::vector<std::vector<ShardPiece>> shapes = {{piece("w", {4}, Region::range(0, 2))},

@@ -97,8 +97,8 @@ TEST(ShardedCheckpoint, SavedByFourLoadsIntoOneTwoAndThree) {
   TempDir root;
   save_with_four(root.path(), {5});
   // Every rank holds something of its own (a row of emb, flat ranges), so each wrote a file;
-  // the replicated pieces were written once (h.0.ln.b by rank 0, each h.0.mlp.w half by the
-  // lower of its two holders).
+  // the small replicated pieces were written once (h.0.ln.b by rank 0, each h.0.mlp.w half by
+  // the lower of its two holders), the large one (dense.w, 1.09 MB) in a block per rank.
   const auto files = std::filesystem::directory_iterator(root.path() + "/step_00000005");
   int n_files = 0;
   for (const auto& f : files) n_files += f.path().extension() == ".safetensors";
@@ -107,6 +107,13 @@ TEST(ShardedCheckpoint, SavedByFourLoadsIntoOneTwoAndThree) {
     const ShardedCheckpointReader r = ShardedCheckpointReader::open(root.path() + "/step_00000005");
     EXPECT_EQ(r.tensor("h.0.ln.b").pieces.size(), 1u);
     EXPECT_EQ(r.tensor("h.0.mlp.w").pieces.size(), 2u);
+    const auto& dense = r.tensor("dense.w").pieces;
+    ASSERT_EQ(dense.size(), 4u);
+    for (int k = 0; k < 4; ++k) {
+      EXPECT_EQ(dense[k].rank, k);
+      EXPECT_EQ(dense[k].region,
+                Region::box({13 * k / 4, 0, 0}, {13 * (k + 1) / 4 - 13 * k / 4, 100, 210}));
+    }
     EXPECT_EQ(r.manifest().format_version, kShardedCheckpointFormatVersion);
   }
   for (int size : {1, 2, 3}) {

@@ -7,6 +7,8 @@
 //   "w_flat"     (7, 9)     ZeRO-like flat ranges that cut rows in the middle
 //   "adam.m"     (137,)     uneven flat ranges
 //   "scale"      ()         a scalar, rank 0 only
+//   "dense.w"    (13, 100, 210) replicated on every rank and over 1 MiB, so the plan splits
+//                           its writing into one block of dim 0 per rank (3, 3, 3, 4 rows)
 // Values are a closed-form function of (tensor, global flat index, step), so any region of any
 // tensor has an independent reference, and each rank fills its pieces element by element from
 // the multi-index (not through the region code under test).
@@ -32,8 +34,9 @@ struct TestTensor {
 };
 
 inline std::vector<TestTensor> test_tensors() {
-  return {{"h.0.mlp.w", {6, 10}}, {"h.0.ln.b", {10}}, {"emb", {4, 6, 5}},
-          {"w_flat", {7, 9}},     {"adam.m", {137}},  {"scale", {}}};
+  return {{"h.0.mlp.w", {6, 10}},     {"h.0.ln.b", {10}}, {"emb", {4, 6, 5}},
+          {"w_flat", {7, 9}},         {"adam.m", {137}},  {"scale", {}},
+          {"dense.w", {13, 100, 210}}};
 }
 
 inline int64_t numel_of(const std::vector<int64_t>& shape) {
@@ -55,6 +58,7 @@ inline std::vector<ShardPiece> test_pieces(int r) {
       p("emb", {4, 6, 5}, Region::box({r, 0, 0}, {1, 6, 5})),
       p("w_flat", {7, 9}, Region::range(cut(63, r).first, cut(63, r).second)),
       p("adam.m", {137}, Region::range(cut(137, r).first, cut(137, r).second)),
+      p("dense.w", {13, 100, 210}, Region::whole({13, 100, 210})),
   };
   if (r == 0) out.push_back(p("scale", {}, Region::whole({})));
   return out;

@@ -10,7 +10,7 @@ AsyncCheckpointSaver::AsyncCheckpointSaver(std::string root, Communicator& comm,
                                            std::vector<ShardPiece> pieces, nlohmann::json mesh,
                                            CheckpointOptions options)
     : saver_(std::move(root), comm, std::move(pieces), std::move(mesh), options),
-      snapshot_ptrs_(saver_.plan().pieces().size(), nullptr),
+      snapshot_ptrs_(saver_.plan().written().size(), nullptr),
       thread_([this] { run(); }) {}
 
 AsyncCheckpointSaver::~AsyncCheckpointSaver() {
@@ -34,15 +34,16 @@ void AsyncCheckpointSaver::save(int64_t step, std::span<const void* const> data,
     snapshot_ = std::make_unique_for_overwrite<char[]>(static_cast<size_t>(plan.bytes_to_write()));
     ++snapshot_allocations_;
     int64_t offset = 0;
-    for (const ShardPlan::Written& w : plan.written()) {
-      snapshot_ptrs_[w.piece] = snapshot_.get() + offset;
-      offset += w.nbytes;
+    for (size_t j = 0; j < plan.written().size(); ++j) {
+      snapshot_ptrs_[j] = snapshot_.get() + offset;
+      offset += plan.written()[j].nbytes;
     }
   }
   // The thread is idle and the job slot empty, so nothing reads the snapshot while we copy.
   int64_t offset = 0;
   for (const ShardPlan::Written& w : plan.written()) {
-    std::memcpy(snapshot_.get() + offset, data[w.piece], static_cast<size_t>(w.nbytes));
+    std::memcpy(snapshot_.get() + offset, static_cast<const char*>(data[w.piece]) + w.offset,
+                static_cast<size_t>(w.nbytes));
     offset += w.nbytes;
   }
   job_ = Job{step, std::move(state), std::move(rank_state)};
@@ -81,7 +82,7 @@ void AsyncCheckpointSaver::run() {
       job = *job_;        // the slot stays occupied until the result is in
     }
     if (before_write_) before_write_();
-    SaveResult result = saver_.save(job.step, snapshot_ptrs_, job.state, job.rank_state);
+    SaveResult result = saver_.save_written(job.step, snapshot_ptrs_, job.state, job.rank_state);
     {
       std::lock_guard<std::mutex> lock(mu_);
       done_.push_back(std::move(result));

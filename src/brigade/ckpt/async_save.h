@@ -70,8 +70,8 @@ class AsyncCheckpointSaver {
   void run();
 
   ShardedCheckpointSaver saver_;
-  std::unique_ptr<char[]> snapshot_;        // the pieces this rank writes, back to back
-  std::vector<const void*> snapshot_ptrs_;  // per piece: where it is in snapshot_ (or null)
+  std::unique_ptr<char[]> snapshot_;        // what this rank writes, back to back
+  std::vector<const void*> snapshot_ptrs_;  // per written piece: where it is in snapshot_
   int64_t snapshot_allocations_ = 0;
   std::function<void()> before_write_;
 

@@ -39,6 +39,10 @@ struct CheckpointOptions {
   // step at or below the new one are counted or deleted: newer folders belong to a run that
   // was rolled back and are left for a person to inspect.
   int keep_last = 3;
+  // Sharded saves (sharded_save.h): a piece that several ranks hold identically and that is at
+  // least this large is written in one block per holder (ShardPlan::kSplitBytes, 1 MiB), else
+  // by the lowest holder alone.
+  int64_t split_replicated_bytes = int64_t{1} << 20;
 };
 
 class CheckpointWriter {

@@ -1,5 +1,6 @@
 #include "brigade/ckpt/shard_plan.h"
 
+#include <algorithm>
 #include <map>
 
 #include "brigade/base/check.h"
@@ -52,7 +53,8 @@ std::vector<ShardPiece> shard_pieces_from_json(const nlohmann::json& j, const st
   return out;
 }
 
-ShardPlan ShardPlan::build(Communicator& comm, std::vector<ShardPiece> mine, nlohmann::json mesh) {
+ShardPlan ShardPlan::build(Communicator& comm, std::vector<ShardPiece> mine, nlohmann::json mesh,
+                           int64_t split_bytes) {
   const std::vector<std::string> texts =
       all_gather_strings(comm, shard_pieces_to_json(mine).dump());
   std::vector<std::vector<ShardPiece>> all;
@@ -66,11 +68,30 @@ ShardPlan ShardPlan::build(Communicator& comm, std::vector<ShardPiece> mine, nlo
     }
     all.push_back(r == comm.rank() ? mine : shard_pieces_from_json(j, who));
   }
-  return from_all(comm.rank(), all, std::move(mesh));
+  return from_all(comm.rank(), all, std::move(mesh), split_bytes);
 }
 
+namespace {
+
+// One distinct (tensor, region) and every rank that declared it, ascending, with the index of
+// the piece in that rank's declarations.
+struct PieceGroup {
+  const ShardPiece* piece = nullptr;
+  std::vector<std::pair<int, size_t>> holders;
+};
+
+// Rows [begin, end) of the region's first dimension (of its view: the shape, or (numel,)).
+Region first_dim_block(const Region& r, int64_t begin, int64_t end) {
+  Region block = r;
+  block.start[0] += begin;
+  block.count[0] = end - begin;
+  return block;
+}
+
+}  // namespace
+
 ShardPlan ShardPlan::from_all(int rank, const std::vector<std::vector<ShardPiece>>& all,
-                              nlohmann::json mesh) {
+                              nlohmann::json mesh, int64_t split_bytes) {
   BRIGADE_CHECK(rank >= 0 && rank < static_cast<int>(all.size()))
       << "rank " << rank << " of " << all.size();
   ShardPlan plan;
@@ -78,9 +99,11 @@ ShardPlan ShardPlan::from_all(int rank, const std::vector<std::vector<ShardPiece
   plan.pieces_ = all[rank];
   plan.index_.world_size = static_cast<int>(all.size());
   plan.index_.mesh = std::move(mesh);
+  // Pass 1: validate every declaration and group identical ones, in declaration order.
   std::map<std::string, int> declared_by;  // tensor -> first rank that declared it
+  std::vector<PieceGroup> groups;
+  std::map<std::string, std::vector<size_t>> groups_of;  // tensor -> its groups
   for (int r = 0; r < static_cast<int>(all.size()); ++r) {
-    std::map<std::string, int> keys_used;  // per rank: tensor -> pieces written so far
     for (size_t i = 0; i < all[r].size(); ++i) {
       const ShardPiece& p = all[r][i];
       const std::string where = "checkpoint piece '" + p.tensor + "' " + p.region.to_string() +
@@ -99,19 +122,42 @@ ShardPlan ShardPlan::from_all(int rank, const std::vector<std::vector<ShardPiece
                           " differs from rank " + std::to_string(declared_by[p.tensor]) + "'s " +
                           shape_str(t.shape) + " " + st_dtype_name(t.dtype));
       }
-      bool replicated = false;
-      for (const ShardPieceEntry& e : t.pieces) replicated |= e.region == p.region;
-      if (replicated) continue;  // a lower rank (or this one, twice) writes it
-      const int k = keys_used[p.tensor]++;
+      std::vector<size_t>& mine = groups_of[p.tensor];
+      PieceGroup* same = nullptr;
+      for (size_t g : mine) same = groups[g].piece->region == p.region ? &groups[g] : same;
+      if (!same) {
+        mine.push_back(groups.size());
+        groups.push_back(PieceGroup{&p, {}});
+        same = &groups.back();
+      }
+      if (same->holders.empty() || same->holders.back().first != r) same->holders.push_back({r, i});
+    }
+  }
+  // Pass 2: who writes what. Every rank runs this on the same input, so all agree.
+  std::map<std::pair<int, std::string>, int> keys_used;  // (rank, tensor) -> pieces so far
+  for (const PieceGroup& g : groups) {
+    const ShardPiece& p = *g.piece;
+    const int64_t elem = st_dtype_size(p.dtype);
+    const int64_t numel = p.region.numel();
+    const int64_t rows = p.region.count.empty() ? 1 : p.region.count[0];
+    const bool split = g.holders.size() > 1 && rows > 1 && numel * elem >= split_bytes;
+    const int64_t parts =
+        split ? std::min<int64_t>(static_cast<int64_t>(g.holders.size()), rows) : 1;
+    const int64_t row_numel = rows > 0 ? numel / rows : 0;
+    for (int64_t j = 0; j < parts; ++j) {
+      const auto [r, i] = g.holders[static_cast<size_t>(j)];
+      const int64_t begin = rows * j / parts, end = rows * (j + 1) / parts;
+      const Region region = split ? first_dim_block(p.region, begin, end) : p.region;
+      const int k = keys_used[{r, p.tensor}]++;
       ShardPieceEntry e{r, shard_file_name(r),
-                        k == 0 ? p.tensor : p.tensor + "#" + std::to_string(k), p.region};
+                        k == 0 ? p.tensor : p.tensor + "#" + std::to_string(k), region};
       if (r == rank) {
-        const int64_t nbytes = p.region.numel() * st_dtype_size(p.dtype);
-        plan.written_.push_back({i, e.key, nbytes});
+        const int64_t nbytes = region.numel() * elem;
+        plan.written_.push_back({i, e.key, region, begin * row_numel * elem, nbytes});
         plan.bytes_to_write_ += nbytes;
         plan.file_name_ = e.file;
       }
-      t.pieces.push_back(std::move(e));
+      plan.index_.tensors.at(p.tensor).pieces.push_back(std::move(e));
     }
   }
   for (const auto& [name, t] : plan.index_.tensors) {

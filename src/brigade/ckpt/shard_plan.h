@@ -5,8 +5,10 @@
 // of each split weight plus the replicated LayerNorm vectors; a ZeRO rank: the flat range of
 // every optimizer state tensor it owns plus, under ZeRO-1/2, every full parameter). build()
 // gathers every rank's declarations and decides, the same way on every rank:
-//   - a piece declared identically (same tensor, same region) by several ranks is replicated:
-//     only the lowest of them writes it;
+//   - a piece declared identically (same tensor, same region) by several ranks is replicated.
+//     A small one (under split_bytes) is written by the lowest of them; a large one is cut
+//     along its first dimension into one block per holder, so that under DDP (every rank
+//     holding everything) the ranks share the writing instead of rank 0 writing it all;
 //   - the same tensor name must have the same shape and dtype everywhere;
 //   - the written pieces of each tensor must tile it exactly (no overlap, nothing missing).
 // The outcome is the checkpoint's shard index without the per-save parts (file digests,
@@ -34,10 +36,19 @@ struct ShardPiece {
 
 class ShardPlan {
  public:
-  // A piece this rank writes: pieces()[piece], stored under `key` in file_name().
+  // Replicated pieces of at least this many bytes are split among their holders (the default
+  // of CheckpointOptions::split_replicated_bytes).
+  static constexpr int64_t kSplitBytes = int64_t{1} << 20;
+
+  // What this rank writes of pieces()[piece]: `region` (the whole piece's region, or a block
+  // of its first dimension), whose elements are the nbytes at byte `offset` of the piece's
+  // data (a block of the first dimension is contiguous in row-major storage), stored under
+  // `key` in file_name().
   struct Written {
     size_t piece = 0;
     std::string key;
+    Region region;
+    int64_t offset = 0;
     int64_t nbytes = 0;
   };
 
@@ -45,11 +56,13 @@ class ShardPlan {
   // Throws ConfigError, identically on every rank, if the declarations are inconsistent or do
   // not tile a tensor (naming the tensor and ranks); CommError if the exchange fails.
   static ShardPlan build(Communicator& comm, std::vector<ShardPiece> mine,
-                         nlohmann::json mesh = nlohmann::json::object());
+                         nlohmann::json mesh = nlohmann::json::object(),
+                         int64_t split_bytes = kSplitBytes);
   // The same decision from every rank's declarations (all[r] = rank r's), without
   // communication: for one process, and for tests.
   static ShardPlan from_all(int rank, const std::vector<std::vector<ShardPiece>>& all,
-                            nlohmann::json mesh = nlohmann::json::object());
+                            nlohmann::json mesh = nlohmann::json::object(),
+                            int64_t split_bytes = kSplitBytes);
 
   int rank() const { return rank_; }
   int world_size() const { return index_.world_size; }

@@ -11,7 +11,8 @@ namespace brigade {
 
 namespace {
 
-// Step 1: this rank's shard file. Returns the report for the gather.
+// Step 1: this rank's shard file; data[j] holds written()[j]'s bytes. Returns the report for
+// the gather.
 nlohmann::json write_shard(const ShardPlan& plan, const std::string& staging,
                            std::span<const void* const> data) {
   nlohmann::json report = {{"file", plan.file_name()}, {"error", ""}};
@@ -19,12 +20,12 @@ nlohmann::json write_shard(const ShardPlan& plan, const std::string& staging,
   try {
     std::vector<StTensorView> views;
     views.reserve(plan.written().size());
-    for (const ShardPlan::Written& w : plan.written()) {
-      const ShardPiece& p = plan.pieces()[w.piece];
+    for (size_t j = 0; j < plan.written().size(); ++j) {
+      const ShardPlan::Written& w = plan.written()[j];
       views.push_back(StTensorView{.name = w.key,
-                                   .dtype = p.dtype,
-                                   .shape = p.region.count,
-                                   .data = data[w.piece],
+                                   .dtype = plan.pieces()[w.piece].dtype,
+                                   .shape = w.region.count,
+                                   .data = data[j],
                                    .nbytes = w.nbytes});
     }
     make_dirs(staging);
@@ -91,16 +92,30 @@ ShardedCheckpointSaver::ShardedCheckpointSaver(std::string root, Communicator& c
     : root_(std::move(root)),
       comm_(comm),
       options_(options),
-      plan_(ShardPlan::build(comm, std::move(pieces), std::move(mesh))) {
+      plan_(ShardPlan::build(comm, std::move(pieces), std::move(mesh),
+                             options.split_replicated_bytes)) {
   while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
 }
 
 SaveResult ShardedCheckpointSaver::save(int64_t step, std::span<const void* const> data,
                                         const nlohmann::json& state,
                                         const nlohmann::json& rank_state) {
-  BRIGADE_CHECK(step >= 0) << "step " << step;
   BRIGADE_CHECK(data.size() == plan_.pieces().size())
       << data.size() << " data pointers for " << plan_.pieces().size() << " pieces";
+  std::vector<const void*> written;
+  written.reserve(plan_.written().size());
+  for (const ShardPlan::Written& w : plan_.written()) {
+    written.push_back(static_cast<const char*>(data[w.piece]) + w.offset);
+  }
+  return save_written(step, written, state, rank_state);
+}
+
+SaveResult ShardedCheckpointSaver::save_written(int64_t step, std::span<const void* const> data,
+                                                const nlohmann::json& state,
+                                                const nlohmann::json& rank_state) {
+  BRIGADE_CHECK(step >= 0) << "step " << step;
+  BRIGADE_CHECK(data.size() == plan_.written().size())
+      << data.size() << " data pointers for " << plan_.written().size() << " written pieces";
   const auto start = std::chrono::steady_clock::now();
   SaveResult result;
   result.step = step;

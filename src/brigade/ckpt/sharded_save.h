@@ -2,7 +2,7 @@
 // Saving a sharded checkpoint: every rank writes its own shard file, rank 0 seals it.
 //
 // Protocol of save(step) (collective over the saver's communicator):
-//   1. every rank writes the pieces it writes (ShardPlan::written()) into
+//   1. every rank writes what the plan gives it to write (ShardPlan::written()) into
 //      <root>/step_N.tmp/rank_<r>.safetensors, fsyncs it and the folder. A failure here is
 //      not thrown: it becomes this rank's report.
 //   2. all_gather of each rank's report {file, bytes, crc32, rank_state, error}. This is the
@@ -54,6 +54,10 @@ class ShardedCheckpointSaver {
   // failures are returned, not thrown.
   SaveResult save(int64_t step, std::span<const void* const> data, const nlohmann::json& state,
                   const nlohmann::json& rank_state = nullptr);
+  // The same, with data[j] holding exactly the bytes of plan().written()[j] (what an
+  // asynchronous snapshot keeps).
+  SaveResult save_written(int64_t step, std::span<const void* const> data,
+                          const nlohmann::json& state, const nlohmann::json& rank_state = nullptr);
 
   const ShardPlan& plan() const { return plan_; }
   const std::string& root() const { return root_; }
