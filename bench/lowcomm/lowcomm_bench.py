@@ -17,7 +17,7 @@ metrics.jsonl:
                derives for each collective (docs/slow-links.md).
 
   bench/lowcomm/lowcomm_bench.py [--build build/release] [--nproc 4] [--steps 150]
-      [--micro-batch 8] [--arms ddp,diloco_int8,...] [--keep DIR]
+      [--micro-batch 8] [--arms ddp,diloco_int8,...] [--keep DIR [--reuse]]
 """
 import argparse
 import json
@@ -36,12 +36,40 @@ ARMS = {
     "ddp": [],
     "ddp_bf16": ["sync.payload=bf16"],
     "diloco_f32_h50": ["sync.method=diloco", "sync.inner_steps=50"],
+    "diloco_f32_h16": ["sync.method=diloco", "sync.inner_steps=16"],
     "diloco_int8_h50": ["sync.method=diloco", "sync.inner_steps=50", "sync.payload=int8"],
     "diloco_int8_h50_p5": ["sync.method=diloco", "sync.inner_steps=50", "sync.payload=int8",
                            "sync.fragments=5"],
     # Towards 1000x: two outer steps of int8 over a 1024-step run (run with --steps 1024).
     "diloco_int8_h512": ["sync.method=diloco", "sync.inner_steps=512", "sync.payload=int8"],
     "diloco_int8_h256": ["sync.method=diloco", "sync.inner_steps=256", "sync.payload=int8"],
+    # DiLoCo whose pseudo-gradient goes through DeMo's DCT top-k with error feedback
+    # (sync.payload = dct_topk): k coefficients per chunk of <= 64 x 64, bf16 or 1-bit values.
+    "diloco_dct_k32_1bit_h16": ["sync.method=diloco", "sync.inner_steps=16",
+                                "sync.payload=dct_topk", "sync.dct_k=32", "sync.dct_values=1bit"],
+    "diloco_dct_k64_1bit_h24": ["sync.method=diloco", "sync.inner_steps=24",
+                                "sync.payload=dct_topk", "sync.dct_k=64", "sync.dct_values=1bit"],
+    "diloco_dct_k64_bf16_h44": ["sync.method=diloco", "sync.inner_steps=44",
+                                "sync.payload=dct_topk", "sync.dct_k=64", "sync.dct_values=bf16"],
+    # The same with plain outer SGD at lr 1 (the error feedback already carries momentum).
+    "diloco_dct_k32_1bit_h16_sgd": ["sync.method=diloco", "sync.inner_steps=16",
+                                    "sync.payload=dct_topk", "sync.dct_k=32",
+                                    "sync.dct_values=1bit", "sync.outer_lr=1.0",
+                                    "sync.outer_momentum=0.0"],
+    # More bytes (223x): where does the compressed pseudo-gradient's quality come back?
+    "diloco_dct_k256_1bit_h16": ["sync.method=diloco", "sync.inner_steps=16",
+                                 "sync.payload=dct_topk", "sync.dct_k=256",
+                                 "sync.dct_values=1bit"],
+    "diloco_dct_k256_1bit_h16_sgd": ["sync.method=diloco", "sync.inner_steps=16",
+                                     "sync.payload=dct_topk", "sync.dct_k=256",
+                                     "sync.dct_values=1bit", "sync.outer_lr=1.0",
+                                     "sync.outer_momentum=0.0"],
+    # Syncing 4x more often with 4x fewer coefficients (1061x).
+    "diloco_dct_k8_1bit_h4_sgd": ["sync.method=diloco", "sync.inner_steps=4",
+                                  "sync.payload=dct_topk", "sync.dct_k=8", "sync.dct_values=1bit",
+                                  "sync.outer_lr=1.0", "sync.outer_momentum=0.0"],
+    "diloco_dct_k16_1bit_h8": ["sync.method=diloco", "sync.inner_steps=8",
+                               "sync.payload=dct_topk", "sync.dct_k=16", "sync.dct_values=1bit"],
     "demo_bf16_k32": ["sync.method=demo", "sync.payload=bf16", "sync.demo_k=32"],
     "demo_1bit_k4": ["sync.method=demo", "sync.payload=1bit", "sync.demo_k=4"],
     "demo_1bit_k1": ["sync.method=demo", "sync.payload=1bit", "sync.demo_k=1"],
@@ -66,14 +94,18 @@ def run_arm(args, name, overrides, out):
            "--set", f"train.log_every={args.steps}"]
     for o in overrides:
         cmd += ["--set", o]
-    start = time.time()
-    with open(os.path.join(out, name + ".log"), "w") as log:
-        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
-    wall = time.time() - start
-    if rc != 0:
-        sys.exit(f"arm {name} failed (exit {rc}); see {out}/{name}.log")
+    metrics = os.path.join(out, name, "metrics.jsonl")
+    if args.reuse and os.path.exists(metrics):
+        wall = float("nan")  # finished by an earlier invocation with the same --keep folder
+    else:
+        start = time.time()
+        with open(os.path.join(out, name + ".log"), "w") as log:
+            rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
+        wall = time.time() - start
+        if rc != 0:
+            sys.exit(f"arm {name} failed (exit {rc}); see {out}/{name}.log")
     steps, summary = [], {}
-    with open(os.path.join(out, name, "metrics.jsonl")) as f:
+    with open(metrics) as f:
         for line in f:
             rec = json.loads(line)
             if "tokens_per_s" in rec:
@@ -97,6 +129,9 @@ def main():
     p.add_argument("--micro-batch", type=int, default=8)
     p.add_argument("--arms", default=",".join(ARMS))
     p.add_argument("--keep", help="keep the run folders here (default: a temporary folder)")
+    p.add_argument("--reuse", action="store_true",
+                   help="with --keep: read arms whose metrics are already there instead of "
+                        "running them again (same steps and micro-batch assumed)")
     args = p.parse_args()
     names = args.arms.split(",")
     if names[0] != "ddp":

@@ -87,13 +87,31 @@ TEST(HybridLayout, ConfigRefusesUnsupportedCombinations) {
   Config c = gpt(2, 1);
   c.sync.method = "diloco";
   EXPECT_THROW(c.validate(), ConfigError);
+  // ZeRO-1/2 on the dp axis are supported (ep = 1); ZeRO-3 and ZeRO with ep > 1 are not.
   c = gpt(1, 2);
+  c.parallel.zero = 1;
+  EXPECT_NO_THROW(c.validate());
+  c.parallel.zero = 2;
+  EXPECT_NO_THROW(c.validate());
+  c.parallel.zero = 3;
+  try {
+    c.validate();
+    ADD_FAILURE() << "zero = 3 with pp = 2 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.zero"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not supported"), std::string::npos) << e.what();
+  }
+  c = gpt(1, 2);
+  c.model.n_experts = 4;
+  c.parallel.ep = 2;
+  EXPECT_NO_THROW(c.validate());
   c.parallel.zero = 1;
   try {
     c.validate();
-    ADD_FAILURE() << "zero = 1 with pp = 2 accepted";
+    ADD_FAILURE() << "zero = 1 with ep = 2 accepted";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("parallel.zero"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("parallel.ep = 2"), std::string::npos) << e.what();
   }
   c = gpt(2, 2);
   c.parallel.schedule = "pipedream";

@@ -26,134 +26,10 @@
 #include "brigade/ckpt/region.h"
 #include "brigade/ckpt/sharded_reader.h"
 #include "common/run_command.h"
+#include "hybrid/hybrid_runs.h"
 
 namespace brigade {
 namespace {
-
-using testing::make_temp_dir;
-using testing::run_command;
-
-const char* kConfig = R"(
-[run]
-name = "hy"
-seed = 5
-[model]
-vocab = 256
-seq_len = 16
-d_model = 32
-n_layer = 4
-n_head = 4
-[train]
-micro_batch = 2
-grad_accum = 4
-steps = 10
-lr = 3e-3
-min_lr = 3e-4
-warmup = 2
-eval_every = 5
-eval_batches = 3
-ckpt_every = 0
-)";
-
-class HybridRuns : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = make_temp_dir("hybrid");
-    config_ = dir_ + "/hy.toml";
-    std::ofstream(config_) << kConfig;
-  }
-
-  std::string command(const std::string& name, int nproc, const std::string& extra) const {
-    return std::string(BRIGADE_BINARY) + " launch --nproc " + std::to_string(nproc) + " -- train " +
-           config_ + " --set run.out_dir=" + dir_ + "/" + name + " " + extra;
-  }
-
-  // Runs the config on nproc processes into <dir>/<name>; returns the run folder.
-  std::string run(const std::string& name, int nproc, const std::string& extra) {
-    const std::string cmd = command(name, nproc, extra);
-    auto r = run_command(cmd, 120);
-    EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
-    return dir_ + "/" + name + "/hy";
-  }
-
-  static std::vector<double> series(const std::string& run, const char* key, const char* marker) {
-    std::vector<double> out;
-    std::ifstream in(run + "/metrics.jsonl");
-    std::string line;
-    while (std::getline(in, line)) {
-      auto j = nlohmann::json::parse(line);
-      if (j.contains(marker) && j.contains(key)) out.push_back(j[key].get<double>());
-    }
-    return out;
-  }
-  static std::vector<double> losses(const std::string& run) {
-    return series(run, "loss", "tokens_per_s");
-  }
-
-  static void expect_losses_close(const std::string& a, const std::string& ref, double tol) {
-    const auto x = losses(a), y = losses(ref);
-    ASSERT_EQ(x.size(), 10u) << a;
-    ASSERT_EQ(y.size(), 10u) << ref;
-    double worst = 0;
-    for (size_t i = 0; i < x.size(); ++i) {
-      worst = std::max(worst, std::abs(x[i] - y[i]) / y[i]);
-      EXPECT_LE(std::abs(x[i] - y[i]), tol * y[i])
-          << "step " << i + 1 << ": " << x[i] << " vs " << y[i];
-    }
-    std::printf("%s: max relative loss difference %.3g\n", a.c_str(), worst);
-    // Validation passes (steps 5 and 10) agree as well.
-    const auto va = series(a, "val_loss", "val_examples"),
-               vb = series(ref, "val_loss", "val_examples");
-    ASSERT_EQ(va.size(), vb.size());
-    ASSERT_FALSE(va.empty());
-    for (size_t i = 0; i < va.size(); ++i) EXPECT_LE(std::abs(va[i] - vb[i]), tol * vb[i]);
-  }
-
-  // The final weights of two runs' latest checkpoints, by GPT-2 name, whatever their format.
-  static void expect_weights_close(const std::string& a, const std::string& ref, double tol) {
-    auto ra = ShardedCheckpointReader::open_latest_valid(a + "/checkpoints");
-    auto rb = ShardedCheckpointReader::open_latest_valid(ref + "/checkpoints");
-    ASSERT_TRUE(ra && rb);
-    const std::vector<std::string> names = {"wte.weight",
-                                            "wpe.weight",
-                                            "h.0.attn.c_attn.weight",
-                                            "h.1.mlp.c_fc.weight",
-                                            "h.2.attn.c_proj.weight",
-                                            "h.3.mlp.c_proj.weight",
-                                            "h.3.ln_2.weight",
-                                            "ln_f.weight",
-                                            "ln_f.bias"};
-    double max_ref = 0, max_diff = 0;
-    std::string worst;
-    for (const auto& [name, entry] : rb->index().tensors) {
-      if (name.find('/') != std::string::npos || name.rfind("adamw", 0) == 0) continue;
-      ASSERT_TRUE(ra->contains(name)) << name;
-      int64_t n = 1;
-      for (int64_t d : entry.shape) n *= d;
-      std::vector<float> x(n), y(n);
-      ra->read_f32(name, Region::whole(entry.shape), x.data(), n);
-      rb->read_f32(name, Region::whole(entry.shape), y.data(), n);
-      for (int64_t i = 0; i < n; ++i) {
-        max_ref = std::max(max_ref, std::abs(static_cast<double>(y[i])));
-        const double d = std::abs(static_cast<double>(x[i]) - y[i]);
-        if (d > max_diff) {
-          max_diff = d;
-          worst = name;
-        }
-      }
-    }
-    for (const auto& name : names) EXPECT_TRUE(rb->contains(name)) << name;
-    std::printf("%s: max weight difference %.3g of max |w| %.3g (%s)\n", a.c_str(), max_diff,
-                max_ref, worst.c_str());
-    EXPECT_GT(max_ref, 0.0);
-    EXPECT_LE(max_diff, tol * max_ref) << "worst tensor " << worst;
-  }
-
-  std::string dir_, config_;
-};
-
-constexpr double kLossTol = 1e-5;
-constexpr double kWeightTol = 5e-5;
 
 TEST_F(HybridRuns, Dp2Tp2Pp2EqualsOneProcess) {
   const std::string ref = run("ref", 1, "--set train.grad_accum=8");
@@ -187,6 +63,51 @@ TEST_F(HybridRuns, Pp2AloneEqualsOneProcess) {
   expect_weights_close(pp, ref, kWeightTol);
   expect_losses_close(run("pp2zb", 2, "--set parallel.pp=2 --set parallel.schedule=zb-h1"), ref,
                       kLossTol);
+}
+
+// Mixture-of-experts blocks (every second block, 4 experts, top-2, capacity factor 1.25 so
+// tokens are dropped) split over ep ranks, alone and inside a pipeline and under data
+// parallelism. "ep is carved out of dp": the ep ranks of a group route their micro-batches
+// together (MoE capacity is counted over the group's tokens), so the reference is one process
+// whose micro-batch is the ep group's, ep x micro_batch examples, with m x dp micro-steps.
+TEST_F(HybridRuns, ExpertParallelEqualsOneProcess) {
+  // Validation on the same 8 examples routed in the same groups: 4 batches of 2 here, each
+  // round's ep group holding what is one batch of 4 in the reference.
+  const std::string moe =
+      "--set model.n_experts=4 --set model.moe_every=2 --set model.moe_top_k=2 "
+      "--set model.capacity_factor=1.25 ";
+  const std::string ep_run = moe + "--set train.eval_batches=4 --set parallel.ep=2 ";
+  const std::string ref_run = moe + "--set train.eval_batches=2 --set train.micro_batch=4 ";
+  const std::string ref = run("ref", 1, ref_run);
+  const std::string ep2 = run("ep2", 2, ep_run);
+  expect_losses_close(ep2, ref, kLossTol);
+  expect_weights_close(ep2, ref, kWeightTol, false);
+  const std::string pp2ep2 =
+      run("pp2ep2", 4, ep_run + "--set parallel.pp=2 --set parallel.schedule=zb-h1");
+  expect_losses_close(pp2ep2, ref, kLossTol);
+  expect_weights_close(pp2ep2, ref, kWeightTol, false);
+  const std::string ref8 = run("ref8", 1, ref_run + "--set train.grad_accum=8");
+  const std::string dp2ep2 = run("dp2ep2", 4, ep_run);
+  expect_losses_close(dp2ep2, ref8, kLossTol);
+  expect_weights_close(dp2ep2, ref8, kWeightTol, false);
+  // Routing metrics: with dp = 1 rank 0 sees every routing group of the step, summed over the
+  // pipeline's stages, so the dropped share equals the single process's.
+  const auto dropped_ref = series(ref, "moe_dropped_pct", "tokens_per_s");
+  ASSERT_EQ(dropped_ref.size(), 10u);
+  EXPECT_GT(dropped_ref[0], 0.0);  // the capacity really binds
+  for (const std::string& r : {ep2, pp2ep2}) {
+    const auto dropped = series(r, "moe_dropped_pct", "tokens_per_s");
+    ASSERT_EQ(dropped.size(), 10u) << r;
+    for (size_t i = 0; i < dropped.size(); ++i) {
+      EXPECT_NEAR(dropped[i], dropped_ref[i], 1e-4) << r << " step " << i + 1;
+    }
+  }
+  // Resumable under another layout: experts are stored by global name, so the ep = 2 checkpoint
+  // of step 5 continues as pp = 2 with every expert on each rank (micro-batch 4 = the ep group's).
+  run("moved", 2, ep_run + "--set run.stop_after=5 --set train.ckpt_every=5");
+  const std::string moved =
+      run("moved", 2, ref_run + "--set parallel.pp=2 --set train.ckpt_every=5");
+  expect_losses_close(moved, ref, kLossTol);
 }
 
 TEST_F(HybridRuns, InvalidLayoutsRejectedBeforeLaunch) {
@@ -229,6 +150,23 @@ TEST_F(HybridRuns, StopAndResumeEqualsUninterrupted) {
   // Across layouts: the pp2 x tp2 checkpoint of step 4 continues as tp2 alone.
   run("moved", 4, layout + " --set run.stop_after=4");
   const std::string moved = run("moved", 2, "--set parallel.tp=2 --set train.ckpt_every=3");
+  expect_losses_close(moved, whole, kLossTol);
+}
+
+// A vocab that tp does not divide is padded to a multiple of tp on the ranks; the padding rows
+// are not part of the checkpoint (wte and its optimizer state keep the model's shape), and the
+// tp = 4 checkpoint (2 padding rows) continues as tp = 2 (none) like the uninterrupted run.
+TEST_F(HybridRuns, PaddedVocabRowsAreNotSavedAndResumeUnderAnotherTp) {
+  const std::string common = "--set model.vocab=258 --set train.ckpt_every=3";
+  const std::string whole = run("pad_whole", 4, common + " --set parallel.tp=4");
+  auto reader = ShardedCheckpointReader::open_latest_valid(whole + "/checkpoints");
+  ASSERT_TRUE(reader);
+  for (const char* name : {"wte.weight", "adamw.m/wte.weight", "adamw.v/wte.weight"}) {
+    ASSERT_TRUE(reader->contains(name)) << name;
+    EXPECT_EQ(reader->tensor(name).shape, (std::vector<int64_t>{258, 32})) << name;
+  }
+  run("pad_moved", 4, common + " --set parallel.tp=4 --set run.stop_after=4");
+  const std::string moved = run("pad_moved", 2, common + " --set parallel.tp=2");
   expect_losses_close(moved, whole, kLossTol);
 }
 

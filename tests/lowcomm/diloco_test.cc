@@ -108,6 +108,9 @@ TEST(DilocoOuter, ConfigValidation) {
   EXPECT_EQ(f32.payload_bytes(), 4);
   DilocoOuter q8({.wire = OuterWire::kInt8, .int8_chunk = 1}, &p, 0, 1);
   EXPECT_EQ(q8.payload_bytes(), 24 + 1024 + 1);
+  EXPECT_THROW(DilocoOuter({.wire = OuterWire::kDctTopk, .dct = {.k = 0}}, &p, 0, 1), ConfigError);
+  EXPECT_THROW(DilocoOuter({.wire = OuterWire::kDctTopk, .dct = {.max_chunk = 65}}, &p, 0, 1),
+               ConfigError);
 }
 
 TEST(Fragments, EvenSplitTilesTheRange) {

@@ -68,7 +68,13 @@ TEST(GptMoeConfig, EveryInvalidValueNamesItsKey) {
       error_of({"model.kind=\"mlp\"", "data.source=\"fashion_mnist\"", "model.n_experts=4"}),
       HasSubstr("model.kind = \"gpt\""));
   EXPECT_THAT(error_of(moe_with("parallel.tp=2")), HasSubstr("parallel.tp = 2"));
-  EXPECT_THAT(error_of(moe_with("parallel.pp=2")), HasSubstr("parallel.pp = 2"));
+  // Pipeline and expert parallelism take MoE blocks; ep must divide the experts and needs them.
+  EXPECT_EQ(error_of(moe_with("parallel.pp=2")), "");
+  EXPECT_EQ(error_of(moe_with("parallel.ep=2")), "");
+  EXPECT_THAT(error_of(moe_with("parallel.ep=3")),
+              HasSubstr("parallel.ep = 3: must divide model.n_experts"));
+  EXPECT_THAT(error_of({"parallel.ep=2"}), HasSubstr("parallel.ep = 2: must be 1 without"));
+  EXPECT_THAT(error_of(moe_with("parallel.ep=0")), HasSubstr("parallel.ep"));
   // Dropless and a zero coefficient are allowed.
   EXPECT_EQ(error_of(moe_with("model.capacity_factor=0")), "");
   EXPECT_EQ(error_of(moe_with("model.aux_loss_coef=0")), "");

@@ -10,6 +10,8 @@
 //     micro-batches of activations at once as the schedule's simulation says,
 // for PP = 2 and 4 with GPipe, 1F1B, interleaved (v = 2 where there are layers enough) and
 // ZB-H1, and for PP = 2 x TP = 2 (with and without sequence parallelism) over a 2-axis mesh.
+// Under ZB-H1 the stages split their backward (gpt_stage.h): each micro-batch's B must leave the
+// matmul weight gradients alone and its W, which the executor must run after that B, add them.
 //
 // Tolerance, per tensor: max |g - g_ref| <= 1e-4 max |g_ref| + 1e-7, and |loss - loss_ref| <=
 // 1e-5 loss_ref. The pipeline sums weight gradients micro-batch by micro-batch where the
@@ -20,9 +22,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "brigade/base/check.h"
 #include "brigade/base/error.h"
 #include "brigade/comm/file_store.h"
 #include "brigade/comm/mesh.h"
@@ -124,6 +128,60 @@ std::vector<GptStage> make_chunks(const Setup& s, int pp_rank, const TpContext& 
   return chunks;
 }
 
+// Forwards to a GptStage and checks that the executor runs the split backward the schedule has:
+// a micro-batch's B leaves the blocks' matmul weight gradients alone (one of them watched: the
+// chunk's first c_attn weight) and its W, run after its B, adds them.
+class SplitCheckingStage : public PipelineStage {
+ public:
+  explicit SplitCheckingStage(GptStage& stage, int micro_batches)
+      : stage_(stage), state_(static_cast<size_t>(micro_batches), kNone) {
+    for (const ParamSpec& s : stage.layout().specs()) {
+      if (s.name.find("attn.c_attn.weight") == std::string::npos) continue;
+      watched_ = &s;
+      break;
+    }
+    BRIGADE_CHECK(watched_ != nullptr) << "a GPT stage has blocks";
+  }
+  int64_t input_floats() const override { return stage_.input_floats(); }
+  int64_t output_floats() const override { return stage_.output_floats(); }
+  int64_t saved_floats() const override { return stage_.saved_floats(); }
+  float forward(int mb, const float* input, float* output, float* saved) override {
+    // A second forward of mb before its B is recomputation.
+    EXPECT_LE(state_[static_cast<size_t>(mb)], kForward) << "F after B, mb " << mb;
+    state_[static_cast<size_t>(mb)] = kForward;
+    return stage_.forward(mb, input, output, saved);
+  }
+  void backward_input(int mb, const float* input, const float* dout, float* dinput,
+                      float* saved) override {
+    EXPECT_EQ(state_[static_cast<size_t>(mb)], kForward) << "B before F, mb " << mb;
+    const std::vector<float> before = watched();
+    stage_.backward_input(mb, input, dout, dinput, saved);
+    EXPECT_EQ(watched(), before) << "B of mb " << mb << " touched " << watched_->name;
+    state_[static_cast<size_t>(mb)] = kInput;
+  }
+  void backward_weight(int mb, const float* input, const float* saved) override {
+    EXPECT_EQ(state_[static_cast<size_t>(mb)], kInput) << "W before B, mb " << mb;
+    const std::vector<float> before = watched();
+    stage_.backward_weight(mb, input, saved);
+    EXPECT_NE(watched(), before) << "W of mb " << mb << " left " << watched_->name;
+    state_[static_cast<size_t>(mb)] = kWeight;
+  }
+  bool all_done() const {
+    return std::all_of(state_.begin(), state_.end(), [](int s) { return s == kWeight; });
+  }
+  void reset() { std::fill(state_.begin(), state_.end(), kNone); }
+
+ private:
+  enum : int { kNone, kForward, kInput, kWeight };
+  std::vector<float> watched() const {
+    const float* g = stage_.grads() + watched_->offset;
+    return {g, g + watched_->numel};
+  }
+  GptStage& stage_;
+  const ParamSpec* watched_ = nullptr;
+  std::vector<int> state_;
+};
+
 struct StepResult {
   float loss = 0.0f;
   int peak_slots = 0;
@@ -132,19 +190,28 @@ struct StepResult {
 
 StepResult run_pipeline(Communicator& pp, Communicator* embedding, const Setup& s,
                         std::vector<GptStage>& chunks, bool recompute, int steps) {
+  const Schedule schedule = build_schedule(s.kind, {s.pp, s.m, s.v});
   std::vector<PipelineStage*> stages;
   std::vector<GptStage*> gpt;
+  std::vector<std::unique_ptr<SplitCheckingStage>> checked;  // when the schedule splits B and W
   for (GptStage& c : chunks) {
-    stages.push_back(&c);
+    if (schedule.split_backward()) {
+      checked.push_back(std::make_unique<SplitCheckingStage>(c, s.m));
+      stages.push_back(checked.back().get());
+    } else {
+      stages.push_back(&c);
+    }
     gpt.push_back(&c);
   }
   ExecutorOptions opt;
   opt.recompute.assign(chunks.size(), recompute);
-  PipelineExecutor exec(pp, build_schedule(s.kind, {s.pp, s.m, s.v}), stages, opt);
+  PipelineExecutor exec(pp, schedule, stages, opt);
   StepResult r;
   for (int step = 0; step < steps; ++step) {  // a second step reuses pooled buffers and tags
     for (GptStage& c : chunks) c.zero_grads();
+    for (auto& c : checked) c->reset();
     const StepStats stats = exec.run_step();
+    for (auto& c : checked) EXPECT_TRUE(c->all_done()) << "a micro-batch without its W";
     r.loss = stats.loss;
     r.peak_slots = stats.peak_slots;
     sum_tied_embedding_grads(embedding, gpt);
@@ -243,6 +310,10 @@ TEST(GptPipeline, Pp4EverySchedule) {
 TEST(GptPipeline, Pp2Tp2) {
   check_equivalence({ScheduleKind::k1F1B, 2, 4, 1, 2, false});
   check_equivalence({ScheduleKind::kInterleaved, 2, 4, 2, 2, true});
+  // The split backward under tensor parallelism: B runs every tp collective, W none; with
+  // sequence parallelism W's row-parallel output gradients get their own saved space.
+  check_equivalence({ScheduleKind::kZbH1, 2, 4, 1, 2, false});
+  check_equivalence({ScheduleKind::kZbH1, 2, 4, 1, 2, true});
 }
 
 TEST(GptPipeline, LayerSplitAndBadStages) {

@@ -108,6 +108,9 @@ INSTANTIATE_TEST_SUITE_P(
         MethodCase{"diloco_int8_streaming",
                    "--set sync.method=diloco --set sync.inner_steps=4 --set sync.payload=int8 "
                    "--set sync.fragments=2 --set sync.int8_chunk=4096"},
+        MethodCase{"diloco_dct_1bit",
+                   "--set sync.method=diloco --set sync.inner_steps=4 --set sync.payload=dct_topk "
+                   "--set sync.dct_k=8 --set sync.dct_values=1bit"},
         MethodCase{"demo_f32", "--set sync.method=demo --set sync.demo_k=8"},
         MethodCase{"demo_1bit",
                    "--set sync.method=demo --set sync.demo_k=8 --set sync.payload=1bit"},
@@ -131,6 +134,29 @@ TEST_F(ReplicaSyncRuns, DilocoOuterStepSendsTheModelOnce) {
     const int64_t step = s["step"].get<int64_t>();
     const int64_t expected = step % 4 == 0 ? inner + 4 * n : inner;
     EXPECT_EQ(s["comm_sent_bytes"].get<int64_t>(), expected) << "step " << step;
+  }
+}
+
+// With sync.payload = dct_topk (k = 8 per chunk of <= 64 x 64, 1-bit values) an outer step
+// sends one compressed payload to the other replica: under n / 16 bytes where f32 sends 4n and
+// int8 more than n. Only outer steps send more than the per-step scalars.
+TEST_F(ReplicaSyncRuns, DilocoDctOuterStepSendsACompressedPayload) {
+  std::string r = run("dct_bytes", 2,
+                      "--set train.steps=8 --set sync.method=diloco --set sync.inner_steps=4 "
+                      "--set sync.payload=dct_topk --set sync.dct_k=8 --set sync.dct_values=1bit");
+  const int64_t n = num_params(r + "/checkpoints/step_00000008");
+  auto steps = step_records(r);
+  ASSERT_EQ(steps.size(), 8u);
+  const int64_t inner = steps[0]["comm_sent_bytes"].get<int64_t>();
+  for (const auto& s : steps) {
+    const int64_t step = s["step"].get<int64_t>();
+    const int64_t sent = s["comm_sent_bytes"].get<int64_t>();
+    if (step % 4 != 0) {
+      EXPECT_EQ(sent, inner) << "step " << step;
+    } else {
+      EXPECT_GT(sent, inner) << "step " << step;
+      EXPECT_LT(sent - inner, n / 16) << "step " << step;
+    }
   }
 }
 
@@ -159,6 +185,9 @@ INSTANTIATE_TEST_SUITE_P(
         MethodCase{"diloco_streaming",
                    "--set sync.method=diloco --set sync.inner_steps=4 --set sync.fragments=2 "
                    "--set sync.payload=int8"},
+        MethodCase{"diloco_dct",
+                   "--set sync.method=diloco --set sync.inner_steps=3 --set sync.payload=dct_topk "
+                   "--set sync.dct_k=8 --set sync.dct_values=bf16"},
         MethodCase{"demo", "--set sync.method=demo --set sync.demo_k=8"},
         MethodCase{"powersgd", "--set sync.method=powersgd --set sync.powersgd_rank=2"}),
     [](const auto& info) { return std::string(info.param.name); });

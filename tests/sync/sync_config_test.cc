@@ -73,6 +73,15 @@ TEST(SyncConfig, RejectsUnknownKeysAndValues) {
 
 TEST(SyncConfig, PayloadMustSuitTheMethod) {
   EXPECT_EQ(error_of({"sync.method=diloco", "sync.payload=int8"}), "");
+  EXPECT_EQ(error_of({"sync.method=diloco", "sync.payload=dct_topk", "sync.dct_values=1bit"}), "");
+  EXPECT_THAT(error_of({"sync.method=demo", "sync.payload=dct_topk"}),
+              HasSubstr("sync.payload = \"dct_topk\": allowed values with sync.method = \"demo\""));
+  EXPECT_THAT(error_of({"sync.method=diloco", "sync.payload=dct_topk", "sync.dct_values=int8"}),
+              HasSubstr("sync.dct_values = \"int8\": allowed values are \"f32\", \"bf16\", "
+                        "\"1bit\""));
+  EXPECT_THAT(error_of({"sync.dct_k=0"}), HasSubstr("sync.dct_k = 0: must be in [1, 4096]"));
+  EXPECT_THAT(error_of({"sync.dct_chunk=65"}),
+              HasSubstr("sync.dct_chunk = 65: must be in [1, 64]"));
   EXPECT_EQ(error_of({"sync.method=demo", "sync.payload=1bit"}), "");
   EXPECT_EQ(error_of({"sync.method=topk", "sync.payload=bf16"}), "");
   EXPECT_THAT(error_of({"sync.method=demo", "sync.payload=int8"}),

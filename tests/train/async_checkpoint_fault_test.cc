@@ -20,33 +20,13 @@
 #include "brigade/train/trainer.h"
 #include "common/checkpoint_tensors.h"
 #include "common/run_command.h"
+#include "common/tiny_gpt_config.h"
 
 namespace brigade::testing {
 namespace {
 
-const char* kConfig = R"(
-[run]
-name = "tiny"
-seed = 5
-[model]
-kind = "gpt"
-vocab = 256
-seq_len = 32
-d_model = 32
-n_layer = 2
-n_head = 2
-[data]
-source = "fortunes"
-[train]
-micro_batch = 4
-lr = 3e-3
-warmup = 2
-eval_every = 0
-eval_batches = 2
-ckpt_every = 5
-keep_checkpoints = 5
-log_every = 5
-)";
+const std::string kConfig = testing::tiny_gpt_config(
+    {{"train.min_lr", "1e-4"}, {"train.ckpt_every", "5"}, {"train.keep_checkpoints", "5"}});
 
 class AsyncCheckpointFault : public ::testing::Test {
  protected:

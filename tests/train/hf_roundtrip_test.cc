@@ -12,6 +12,7 @@
 #include "brigade/ckpt/safetensors.h"
 #include "common/checkpoint_tensors.h"
 #include "common/run_command.h"
+#include "common/tiny_gpt_config.h"
 
 namespace brigade {
 namespace {
@@ -20,30 +21,8 @@ using ::testing::HasSubstr;
 using testing::make_temp_dir;
 using testing::run_command;
 
-const char* kTinyConfig = R"(
-[run]
-name = "tiny"
-seed = 5
-[model]
-kind = "gpt"
-vocab = 256
-seq_len = 32
-d_model = 32
-n_layer = 2
-n_head = 2
-[data]
-source = "fortunes"
-[train]
-micro_batch = 4
-steps = 8
-lr = 3e-3
-min_lr = 3e-4
-warmup = 2
-eval_every = 0
-eval_batches = 2
-ckpt_every = 0
-log_every = 1
-)";
+const std::string kTinyConfig =
+    testing::tiny_gpt_config({{"train.steps", "8"}, {"train.log_every", "1"}});
 
 class HfRoundTrip : public ::testing::Test {
  protected:

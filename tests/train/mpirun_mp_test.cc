@@ -8,6 +8,7 @@
 #include "brigade/base/file_io.h"
 #include "common/checkpoint_tensors.h"
 #include "common/run_command.h"
+#include "common/tiny_gpt_config.h"
 
 namespace brigade {
 namespace {
@@ -15,25 +16,13 @@ namespace {
 using testing::make_temp_dir;
 using testing::run_command;
 
-const char* kConfig = R"(
-[run]
-name = "mpi"
-seed = 3
-[model]
-seq_len = 32
-d_model = 32
-n_layer = 2
-n_head = 2
-[train]
-micro_batch = 4
-steps = 10
-warmup = 2
-eval_every = 0
-eval_batches = 2
-ckpt_every = 0
-[comm]
-timeout_s = 60
-)";
+const std::string kConfig = testing::tiny_gpt_config({{"run.name", "\"mpi\""},
+                                                      {"run.seed", "3"},
+                                                      {"train.steps", "10"},
+                                                      {"train.lr", "1e-3"},
+                                                      {"train.min_lr", "1e-4"},
+                                                      {"train.log_every", "10"},
+                                                      {"comm.timeout_s", "60"}});
 
 TEST(Mpirun, TwoRanksTrainAndMatchTheBrigadeLauncher) {
   ASSERT_EQ(run_command("which mpirun").exit_code, 0)

@@ -9,6 +9,7 @@
 #include "brigade/base/file_io.h"
 #include "common/checkpoint_tensors.h"
 #include "common/run_command.h"
+#include "common/tiny_gpt_config.h"
 
 namespace brigade {
 namespace {
@@ -19,30 +20,7 @@ using ::testing::Not;
 using testing::run_command;
 
 // A GPT small enough to train 20 steps in a couple of seconds.
-const char* kTinyConfig = R"(
-[run]
-name = "tiny"
-seed = 5
-[model]
-kind = "gpt"
-vocab = 256
-seq_len = 32
-d_model = 32
-n_layer = 2
-n_head = 2
-[data]
-source = "fortunes"
-[train]
-micro_batch = 4
-steps = 20
-lr = 3e-3
-min_lr = 3e-4
-warmup = 2
-eval_every = 0
-eval_batches = 2
-ckpt_every = 10
-log_every = 5
-)";
+const std::string kTinyConfig = testing::tiny_gpt_config({{"train.ckpt_every", "10"}});
 
 class TrainCli : public ::testing::Test {
  protected:

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/run_command.h"
+#include "common/tiny_gpt_config.h"
 
 namespace brigade {
 namespace {
@@ -36,27 +37,12 @@ using testing::run_command;
 
 // The tiny GPT of both runs; its parameter count by the GPT-2 formula is below.
 constexpr int64_t kVocab = 256, kSeq = 32, kWidth = 32, kLayers = 2, kSteps = 6;
-constexpr const char* kConfig = R"([run]
-name = "tiny"
-seed = 7
-[model]
-kind = "gpt"
-vocab = 256
-seq_len = 32
-d_model = 32
-n_layer = 2
-n_head = 2
-[data]
-source = "fortunes"
-[train]
-micro_batch = 4
-steps = 6
-lr = 1e-3
-warmup = 2
-eval_every = 0
-ckpt_every = 0
-log_every = 1
-)";
+const std::string kConfig = testing::tiny_gpt_config({{"run.seed", "7"},
+                                                      {"train.steps", std::to_string(kSteps)},
+                                                      {"train.lr", "1e-3"},
+                                                      {"train.min_lr", "1e-4"},
+                                                      {"train.eval_batches", "20"},
+                                                      {"train.log_every", "1"}});
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);

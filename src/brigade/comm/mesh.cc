@@ -104,6 +104,33 @@ std::vector<int> Mesh::group_ranks(MeshAxis axis, int rank) const {
   return ranks;
 }
 
+std::vector<int> Mesh::group_ranks_over(std::initializer_list<MeshAxis> axes, int rank) const {
+  // Enumerate the listed axes' coordinates as the digits of a counter, the later axis (in mesh
+  // order) fastest; rank_of is increasing in each coordinate, so the ranks come out sorted.
+  bool listed[kNumMeshAxes] = {};
+  for (MeshAxis a : axes) listed[static_cast<int>(a)] = true;
+  MeshCoords c = coords_of(rank);
+  int size = 1;
+  for (int a = 0; a < kNumMeshAxes; ++a) {
+    if (!listed[a]) continue;
+    c[a] = 0;
+    size *= shape_.extent(static_cast<MeshAxis>(a));
+  }
+  std::vector<int> ranks;
+  ranks.reserve(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) {
+    int rest = i;
+    for (int a = kNumMeshAxes - 1; a >= 0; --a) {
+      if (!listed[a]) continue;
+      const int e = shape_.extent(static_cast<MeshAxis>(a));
+      c[a] = rest % e;
+      rest /= e;
+    }
+    ranks.push_back(rank_of(c));
+  }
+  return ranks;
+}
+
 Communicator& Mesh::comm(MeshAxis axis) {
   auto& slot = comms_[static_cast<int>(axis)];
   if (!slot) {
@@ -119,6 +146,19 @@ Communicator& Mesh::comm(MeshAxis axis) {
 
 void Mesh::init_comms() {
   for (MeshAxis a : kMeshAxes) comm(a);
+}
+
+Communicator& Mesh::replica_comm() {
+  if (shape_.ep == 1) return comm(MeshAxis::kDP);
+  if (!replica_comm_) {
+    if (!options_) {
+      throw ConfigError(
+          "mesh: no communicator options were given, so the dp_ep communicator cannot be created");
+    }
+    replica_comm_ = create_subgroup(
+        *options_, group_ranks_over({MeshAxis::kDP, MeshAxis::kEP}, rank_), "dp_ep");
+  }
+  return *replica_comm_;
 }
 
 }  // namespace brigade

@@ -7,6 +7,7 @@
 // axis's coordinate, ordered by that coordinate (so a rank's index in its group is its coord).
 // Every group is derived here, in one place.
 #include <array>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +62,10 @@ class Mesh {
   // Ranks of `rank`'s group along axis, ordered by that axis's coordinate.
   std::vector<int> group_ranks(MeshAxis axis, int rank) const;
   std::vector<int> group_ranks(MeshAxis axis) const { return group_ranks(axis, rank_); }
+  // Ranks of `rank`'s group spanning several axes: those that differ from it only in the listed
+  // axes' coordinates, in increasing rank order (the listed coordinates in mesh order, the later
+  // axis fastest).
+  std::vector<int> group_ranks_over(std::initializer_list<MeshAxis> axes, int rank) const;
 
   // This rank's communicator along axis (size extent(axis), rank coord(axis), name "dp" etc.),
   // created on first use through create_subgroup(). Creating it is collective over the group,
@@ -70,6 +75,13 @@ class Mesh {
   // Creates every axis communicator in the fixed order pp, dp, ep, tp.
   void init_comms();
 
+  // The data replicas of this rank's dense parameters: the dp x ep group (same pp stage, same tp
+  // shard; group_ranks_over({kDP, kEP})), size dp * ep, name "dp_ep". "ep is carved out of dp":
+  // its ranks all see different data, so dense gradients are averaged over it, while expert
+  // gradients, whose experts differ along ep, are averaged over comm(kDP) only. With ep = 1 it is
+  // comm(kDP) itself. Created on first use, collective over the group (like comm()).
+  Communicator& replica_comm();
+
  private:
   void validate() const;
 
@@ -78,6 +90,7 @@ class Mesh {
   int rank_;
   std::optional<CommOptions> options_;
   std::array<std::unique_ptr<Communicator>, kNumMeshAxes> comms_;
+  std::unique_ptr<Communicator> replica_comm_;  // dp x ep, only when ep > 1
 };
 
 }  // namespace brigade

@@ -5,6 +5,8 @@
 // rank's attn.c_proj shard.
 #include "brigade/model/gpt_block.h"
 
+#include <algorithm>
+
 #include "brigade/base/check.h"
 #include "brigade/kernels/cpu/attention.h"
 #include "brigade/kernels/cpu/gelu.h"
@@ -35,7 +37,7 @@ void BlockActivations::allocate(const GptConfig& c, const GptShard& sh, int64_t 
 }
 
 float block_forward(const GptPass& pass, const GptBlockParams& w, const float* p, const float* x,
-                    BlockActivations& a, GptScratch& s, MoeLayer* moe) {
+                    BlockActivations& a, GptScratch& s, MoeMlp* moe) {
   BRIGADE_CHECK(w.is_moe == (moe != nullptr)) << "a MoE block needs its MoeLayer, a dense one none";
   const int64_t BT = pass.BT, C = pass.C;
   const int64_t Cl = pass.shard->c_local, NHl = pass.shard->heads_local;
@@ -69,7 +71,7 @@ float block_forward(const GptPass& pass, const GptBlockParams& w, const float* p
 }
 
 void block_backward_mlp(const GptPass& pass, const GptBlockParams& w, const float* p, float* g,
-                        BlockActivations& a, float* dres, GptScratch& s, MoeLayer* moe,
+                        BlockActivations& a, float* dres, GptScratch& s, MoeMlp* moe,
                         float loss_scale) {
   const int64_t BT = pass.BT, C = pass.C, Fl = pass.shard->fc_local;
   BRIGADE_CHECK(w.is_moe == (moe != nullptr)) << "a MoE block needs its MoeLayer, a dense one none";
@@ -113,6 +115,62 @@ void block_backward_attention(const GptPass& pass, const GptBlockParams& w, cons
         g + w.attn_b, dqkv, a.attn_in.data(), p + w.attn_w, BT, C, 3 * Cl);
   norm_enter_backward(pass, dres, g + w.ln1_w, g + w.ln1_b, s.din.data(), x, p + w.ln1_w,
                       a.ln1_mean.data(), a.ln1_rstd.data(), s);
+}
+
+// Split backward: the fused functions above with matmul_backward's weight products taken out.
+// Every remaining product, zero fill and layernorm call is the fused one's, in the same order.
+void block_backward_input(const GptPass& pass, const GptBlockParams& w, const float* p, float* g,
+                          BlockActivations& a, const float* x, float* dres,
+                          const BlockWeightGrads& out, GptScratch& s, MoeMlp* moe,
+                          float loss_scale) {
+  BRIGADE_CHECK(w.is_moe == (moe != nullptr)) << "a MoE block needs its MoeLayer, a dense one none";
+  if (moe) {
+    block_backward_mlp(pass, w, p, g, a, dres, s, moe, loss_scale);
+    block_backward_attention(pass, w, p, g, a, x, dres, s);
+    return;
+  }
+  const int64_t BT = pass.BT, C = pass.C;
+  const int64_t Cl = pass.shard->c_local, NHl = pass.shard->heads_local;
+  const int64_t Fl = pass.shard->fc_local;
+  // MLP half: dres is the gradient of residual3.
+  float* dfch_gelu = s.d4c_a.data();
+  zero_prefix(pass, s.d4c_a, BT * Fl);
+  row_parallel_exit_backward_input(pass, dfch_gelu, out.dfc_proj, dres, p + w.fc_proj_w, Fl);
+  std::fill(out.dfc, out.dfc + BT * Fl, 0.0f);
+  timed(pass.profiler, Op::kGeluBackward, gelu_backward, out.dfc, a.fch.data(), dfch_gelu, BT * Fl);
+  zero_prefix(pass, s.din, BT * C);
+  timed(pass.profiler, Op::kMatmulBackward, matmul_backward, s.din.data(), nullptr, nullptr,
+        out.dfc, nullptr, p + w.fc_w, BT, C, Fl);
+  norm_enter_backward(pass, dres, g + w.ln2_w, g + w.ln2_b, s.din.data(), a.residual2.data(),
+                      p + w.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), s);
+  // Attention half: dres is now the gradient of residual2.
+  float* datty = s.d4c_b.data();
+  zero_prefix(pass, s.d4c_b, BT * Cl);
+  row_parallel_exit_backward_input(pass, datty, out.dattn_proj, dres, p + w.attn_proj_w, Cl);
+  std::fill(out.dqkv, out.dqkv + BT * 3 * Cl, 0.0f);
+  timed(pass.profiler, Op::kAttentionBackward, attention_backward, out.dqkv, datty, a.qkv.data(),
+        a.atty.data(), a.lse.data(), pass.B, pass.T, Cl, NHl);
+  zero_prefix(pass, s.din, BT * C);
+  timed(pass.profiler, Op::kMatmulBackward, matmul_backward, s.din.data(), nullptr, nullptr,
+        out.dqkv, nullptr, p + w.attn_w, BT, C, 3 * Cl);
+  norm_enter_backward(pass, dres, g + w.ln1_w, g + w.ln1_b, s.din.data(), x, p + w.ln1_w,
+                      a.ln1_mean.data(), a.ln1_rstd.data(), s);
+}
+
+void block_backward_weight(const GptPass& pass, const GptBlockParams& w, float* g,
+                           const BlockWeightInputs& in) {
+  if (w.is_moe) return;  // block_backward_input ran the whole fused backward
+  const int64_t BT = pass.BT, C = pass.C;
+  const int64_t Cl = pass.shard->c_local, Fl = pass.shard->fc_local;
+  // Row-parallel layers: (N, C, OC) = (BT, in_local, C); column-parallel: (BT, C, out_local).
+  timed(pass.profiler, Op::kMatmulBackward, matmul_backward, nullptr, g + w.fc_proj_w,
+        g + w.fc_proj_b, in.dfc_proj, in.fch_gelu, nullptr, BT, Fl, C);
+  timed(pass.profiler, Op::kMatmulBackward, matmul_backward, nullptr, g + w.fc_w, g + w.fc_b,
+        in.dfc, in.mlp_in, nullptr, BT, C, Fl);
+  timed(pass.profiler, Op::kMatmulBackward, matmul_backward, nullptr, g + w.attn_proj_w,
+        g + w.attn_proj_b, in.dattn_proj, in.atty, nullptr, BT, Cl, C);
+  timed(pass.profiler, Op::kMatmulBackward, matmul_backward, nullptr, g + w.attn_w, g + w.attn_b,
+        in.dqkv, in.attn_in, nullptr, BT, C, 3 * Cl);
 }
 
 }  // namespace brigade

@@ -3,7 +3,7 @@
 // gpt_sublayer.h, tensor-parallel when the pass's TpContext is: c_attn and mlp.c_fc are
 // column-parallel (this rank's heads, this rank's 4C/tp features), attn.c_proj and mlp.c_proj
 // row-parallel. A mixture-of-experts block (GptBlockParams::is_moe) runs its MLP through a
-// MoeLayer instead, which holds that layer's routing for one micro-batch (so the caller keeps one
+// MoeMlp instead, which holds that layer's routing for one micro-batch (so the caller keeps one
 // per MoE block and runs one forward before each backward; tp = 1 only). A dense block owns no
 // state; its activations for one micro-batch live in a BlockActivations, so a caller (the whole
 // model, or a pipeline stage holding a range of blocks and several micro-batches in flight) decides
@@ -16,7 +16,7 @@
 
 namespace brigade {
 
-class MoeLayer;  // model/moe/moe_layer.h
+class MoeMlp;  // model/moe/moe_mlp.h: MoeLayer, or EpMoeLayer under expert parallelism
 
 // What one block saves for backward. Shapes with Cl = C/tp, NHl = NH/tp, 4Cl = 4C/tp.
 struct BlockActivations {
@@ -40,19 +40,71 @@ struct BlockActivations {
 // x (rows,C) is the block input; the output is a.residual3. moe is the block's layer when
 // w.is_moe (else null). Returns the MoE load-balancing term to add to the loss (0 when dense).
 float block_forward(const GptPass& pass, const GptBlockParams& w, const float* params,
-                    const float* x, BlockActivations& a, GptScratch& s, MoeLayer* moe = nullptr);
+                    const float* x, BlockActivations& a, GptScratch& s, MoeMlp* moe = nullptr);
 
 // Backward of the MLP half: dres (rows,C) holds the gradient of residual3 and becomes that of
 // residual2. Accumulates the gradients of [ln_2 .. mlp.c_proj] (or of the router and experts)
 // into grads. A MoE block needs its layer and loss_scale = d loss / d (its returned term).
 void block_backward_mlp(const GptPass& pass, const GptBlockParams& w, const float* params,
                         float* grads, BlockActivations& a, float* dres, GptScratch& s,
-                        MoeLayer* moe = nullptr, float loss_scale = 0.0f);
+                        MoeMlp* moe = nullptr, float loss_scale = 0.0f);
 
 // Backward of the attention half: dres becomes the gradient of the block input x.
 // Accumulates the gradients of [ln_1 .. attn.c_proj] into grads.
 void block_backward_attention(const GptPass& pass, const GptBlockParams& w, const float* params,
                               float* grads, BlockActivations& a, const float* x, float* dres,
                               GptScratch& s);
+
+// Split backward (ZB-H1, Qi et al. 2023): B = block_backward_input computes only what the
+// previous block needs (the gradient of x, through every layernorm, attention and the four
+// matmuls' input products), W = block_backward_weight the four matmuls' weight and bias
+// gradients, dW += dy^T inp and db += sum of dy's rows, which nothing downstream waits for.
+// Together they accumulate bitwise what block_backward_mlp + block_backward_attention do (the
+// same sgemm calls on the same operands, only at other times), so gradients match the fused
+// backward exactly when W runs for the micro-batches in the same order as their B.
+// The layernorm gains and biases stay in B: their gradients come out of the same pass over the
+// rows as the input gradient, and deferring them would mean keeping each layernorm's (BT,C)
+// output gradient as well. Under sequence parallelism B therefore still runs their tp
+// all-reduce; W never communicates.
+//
+// W reads, per matmul, its input (saved by forward) and its output gradient dy, which B leaves in
+// a BlockWeightGrads, with Cl = C/tp, Fl = 4C/tp:
+struct BlockWeightGrads {
+  float* dqkv = nullptr;        // (BT,3Cl): gradient of c_attn's output
+  float* dattn_proj = nullptr;  // (BT,C): of attn.c_proj's output (gathered under SP)
+  float* dfc = nullptr;         // (BT,Fl): of mlp.c_fc's output
+  float* dfc_proj = nullptr;    // (BT,C): of mlp.c_proj's output (gathered under SP)
+};
+// BT (3Cl + Fl + 2C) floats per block and micro-batch, held from B to W.
+// A caller that copies the block's activations out of `a` before B may place them over the
+// saved copies of qkv and fch (same sizes), and, when rows == BT, of residual2 and residual3
+// (GptStage does): B reads none of these from the saved copy and W does not need them.
+
+// B. x (rows,C) is the block input, dres (rows,C) the gradient of residual3 in, of x out; `out`'s
+// buffers must not alias a. Accumulates into grads only the layernorm gains and biases (and, for
+// a MoE block, everything: its backward stays fused, W has nothing to do for it and `out` is
+// unused; moe and loss_scale as for block_backward_mlp).
+void block_backward_input(const GptPass& pass, const GptBlockParams& w, const float* params,
+                          float* grads, BlockActivations& a, const float* x, float* dres,
+                          const BlockWeightGrads& out, GptScratch& s, MoeMlp* moe = nullptr,
+                          float loss_scale = 0.0f);
+
+// W's operands: the four matmuls' inputs (a's attn_in, atty, mlp_in, fch_gelu, or wherever the
+// caller keeps them) and what B wrote.
+struct BlockWeightInputs {
+  const float* attn_in = nullptr;   // (BT,C)
+  const float* atty = nullptr;      // (BT,Cl)
+  const float* mlp_in = nullptr;    // (BT,C)
+  const float* fch_gelu = nullptr;  // (BT,Fl)
+  const float* dqkv = nullptr;
+  const float* dattn_proj = nullptr;
+  const float* dfc = nullptr;
+  const float* dfc_proj = nullptr;
+};
+
+// W: accumulates the weight and bias gradients of c_attn, attn.c_proj, mlp.c_fc and mlp.c_proj
+// into grads. Does nothing for a MoE block (see block_backward_input).
+void block_backward_weight(const GptPass& pass, const GptBlockParams& w, float* grads,
+                           const BlockWeightInputs& in);
 
 }  // namespace brigade

@@ -14,6 +14,7 @@
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
+#include "brigade/parallel/expert/ep_moe_layer.h"
 
 namespace brigade {
 
@@ -52,6 +53,55 @@ void copy_in(Fields fields, const float* src, size_t count) {
   }
 }
 
+// Block l's offsets in a layout that holds its tensors under their GPT-2 names, a MoE block with
+// experts [e0, e1) only (so offsets differ from the whole model's when experts are left out).
+GptBlockParams block_params_by_name(const ParamLayout& layout, const GptConfig& c, int64_t l,
+                                    int64_t e0, int64_t e1) {
+  const std::string h = "h." + std::to_string(l) + ".";
+  const auto at = [&](const std::string& name) { return layout.at(h + name).offset; };
+  const auto end_of = [&](const std::string& name) {
+    const ParamSpec& s = layout.at(h + name);
+    return s.offset + s.numel;
+  };
+  GptBlockParams b;
+  b.ln1_w = at("ln_1.weight");
+  b.begin = b.ln1_w;
+  b.ln1_b = at("ln_1.bias");
+  b.attn_w = at("attn.c_attn.weight");
+  b.attn_b = at("attn.c_attn.bias");
+  b.attn_proj_w = at("attn.c_proj.weight");
+  b.attn_proj_b = at("attn.c_proj.bias");
+  b.ln2_w = at("ln_2.weight");
+  b.ln2_b = at("ln_2.bias");
+  if (!c.moe_block(l)) {
+    b.fc_w = at("mlp.c_fc.weight");
+    b.fc_b = at("mlp.c_fc.bias");
+    b.fc_proj_w = at("mlp.c_proj.weight");
+    b.fc_proj_b = at("mlp.c_proj.bias");
+    b.end = end_of("mlp.c_proj.bias");
+    return b;
+  }
+  b.is_moe = true;
+  b.fc_w = b.fc_b = b.fc_proj_w = b.fc_proj_b = -1;
+  MoeParams& m = b.moe;
+  m.router_w = at("mlp.router.weight");
+  m.begin = m.router_w;
+  m.expert_begin = e0;
+  m.expert_end = e1;
+  m.experts_begin = end_of("mlp.router.weight");
+  m.end = m.experts_begin;
+  for (int64_t e = e0; e < e1; ++e) {
+    const std::string x = "mlp.experts." + std::to_string(e) + ".";
+    m.experts.push_back({.fc_w = at(x + "c_fc.weight"),
+                         .fc_b = at(x + "c_fc.bias"),
+                         .proj_w = at(x + "c_proj.weight"),
+                         .proj_b = at(x + "c_proj.bias")});
+    m.end = end_of(x + "c_proj.bias");
+  }
+  b.end = m.end;
+  return b;
+}
+
 }  // namespace
 
 std::vector<int64_t> gpt_layer_params(const GptConfig& c) {
@@ -63,12 +113,14 @@ std::vector<int64_t> gpt_layer_params(const GptConfig& c) {
   return out;
 }
 
-GptStage::GptStage(const GptStageConfig& config, const TpContext& tp) : config_(config), tp_(tp) {
+GptStage::GptStage(const GptStageConfig& config, const TpContext& tp, Communicator* ep)
+    : config_(config), tp_(tp), ep_(ep) {
   const GptConfig& m = config_.model;
   m.validate();
-  if (m.moe())  // a MoeLayer holds one micro-batch's routing; stages keep several in flight
-    throw ConfigError("model.n_experts = " + std::to_string(m.n_experts) +
-                      ": mixture-of-experts blocks are not supported in pipeline stages yet");
+  const int ep_size = ep_ ? ep_->size() : 1, ep_rank = ep_ ? ep_->rank() : 0;
+  if (m.moe()) validate_expert_parallel(m.moe_config(), ep_size);
+  // This rank's experts of every MoE block (all of them without expert parallelism).
+  const int64_t e0 = m.n_experts / ep_size * ep_rank, e1 = m.n_experts / ep_size * (ep_rank + 1);
   if (config_.first_layer < 0 || config_.first_layer >= config_.end_layer ||
       config_.end_layer > m.n_layer)
     throw ConfigError("GPT stage: blocks [" + std::to_string(config_.first_layer) + ", " +
@@ -81,28 +133,37 @@ GptStage::GptStage(const GptStageConfig& config, const TpContext& tp) : config_(
   shard_ = make_gpt_shard(m, tp_.size(), tp_.rank());
 
   // The whole model's layout on this tp rank; the stage keeps its tensors, in the same order
-  // (wte moved behind ln_f on a last stage that is not first: the head comes last).
+  // (wte moved behind ln_f on a last stage that is not first: the head comes last), and of each
+  // MoE block's experts only this ep rank's.
   ParamLayout full;
   std::vector<ParamGroup> unused;
   const GptParams fw = build_gpt_layout(m, shard_, full, unused);
+  std::vector<ParamGroup> others;  // in `full`: the experts of other ep ranks
+  for (int l = config_.first_layer; l < config_.end_layer; ++l) {
+    const GptBlockParams& b = fw.blocks[static_cast<size_t>(l)];
+    if (!b.is_moe) continue;
+    const auto expert_at = [&](int64_t e) {
+      return e < m.n_experts ? b.moe.experts[static_cast<size_t>(e)].fc_w : b.moe.end;
+    };
+    others.push_back({b.moe.experts_begin, expert_at(e0)});
+    others.push_back({expert_at(e1), b.moe.end});
+  }
   auto take = [&](int64_t full_offset, int64_t full_end) {
     for (const ParamSpec& s : full.specs()) {
-      if (s.offset >= full_offset && s.offset < full_end) layout_.add(s);
+      const bool other = std::any_of(others.begin(), others.end(), [&](const ParamGroup& g) {
+        return s.offset >= g.begin && s.offset < g.end;
+      });
+      if (s.offset >= full_offset && s.offset < full_end && !other) layout_.add(s);
     }
   };
   const GptBlockParams& first = fw.blocks[static_cast<size_t>(config_.first_layer)];
   const GptBlockParams& last = fw.blocks[static_cast<size_t>(config_.end_layer - 1)];
   if (is_first()) take(fw.wte, first.begin);  // wte, wpe
-  const int64_t blocks_begin = layout_.total();
   take(first.begin, last.end);
-  const int64_t shift = blocks_begin - first.begin;
   for (int l = config_.first_layer; l < config_.end_layer; ++l) {
-    GptBlockParams b = fw.blocks[static_cast<size_t>(l)];
-    for (int64_t* o :
-         {&b.ln1_w, &b.ln1_b, &b.attn_w, &b.attn_b, &b.attn_proj_w, &b.attn_proj_b, &b.ln2_w,
-          &b.ln2_b, &b.fc_w, &b.fc_b, &b.fc_proj_w, &b.fc_proj_b, &b.begin, &b.end})
-      *o += shift;
-    w_.blocks.push_back(b);
+    w_.blocks.push_back(block_params_by_name(layout_, m, l, e0, e1));
+    const MoeParams& b = w_.blocks.back().moe;
+    if (w_.blocks.back().is_moe) expert_ranges_.push_back({b.experts_begin, b.end});
   }
   if (is_last()) {
     take(fw.lnf_w, full.total());
@@ -115,16 +176,30 @@ GptStage::GptStage(const GptStageConfig& config, const TpContext& tp) : config_(
   w_.lnf_b = is_last() ? layout_.at("ln_f.bias").offset : -1;
   params_ = FlatBuffer(layout_.total());
   grads_ = FlatBuffer(layout_.total());
+  int64_t covered = 0;  // dense ranges: what the expert ranges leave
+  for (const ParamGroup& r : expert_ranges_) {
+    if (r.begin > covered) dense_ranges_.push_back({covered, r.begin});
+    covered = r.end;
+  }
+  if (layout_.total() > covered) dense_ranges_.push_back({covered, layout_.total()});
 
   const int64_t B = config_.micro_batch, T = m.seq_len, BT = B * T;
   C_ = m.d_model;
   rows_ = tp_.sp() ? BT / tp_.size() : BT;
+  if (m.moe()) {
+    std::vector<const MoeParams*> moe_blocks;
+    for (const GptBlockParams& b : w_.blocks) moe_blocks.push_back(b.is_moe ? &b.moe : nullptr);
+    // Under expert parallelism gradients are averaged over replicas: see expert_ranges().
+    moe_ = std::make_unique<StageMoeLayers>(m.moe_config(), moe_blocks, ep_, BT,
+                                            1.0f / static_cast<float>(ep_size));
+  }
 
   work_.allocate(m, shard_, B, rows_);
   scratch_.allocate(BT, tp_.sp() ? rows_ : 0, C_, shard_.fc_local);
   dres_.resize(static_cast<size_t>(rows_ * C_));
   block_floats_ = total_floats(block_fields(work_));
   residual3_in_block_ = block_floats_ - static_cast<int64_t>(work_.residual3.size());
+  if (config_.split_backward) place_weight_grads();  // may grow block_floats_
   if (is_first()) {
     encoded_at_ = saved_floats_;
     saved_floats_ += rows_ * C_;
@@ -150,6 +225,8 @@ void GptStage::set_batch(const int32_t* tokens, const int32_t* targets, int micr
   const int64_t n = micro_batches * config_.micro_batch * config_.model.seq_len;
   tokens_ = tokens;
   targets_ = targets;
+  micro_batches_ = micro_batches;
+  if (moe_) moe_->set_micro_batches(micro_batches);
   if (is_first()) {
     BRIGADE_CHECK(tokens != nullptr) << "the first GPT stage needs tokens";
     // An out-of-range id would index past wte; the loader validates its files, this guards
@@ -192,6 +269,56 @@ void GptStage::restore_block(const float* saved, int j) {
   copy_in(fields, saved + blocks_at_ + j * block_floats_, fields.size() - 1);
 }
 
+void GptStage::place_weight_grads() {
+  // Offsets of the fields inside a block's part, in block_fields order.
+  const auto at = [&](const std::vector<float>& field) {
+    int64_t offset = 0;
+    for (const std::vector<float>* v : block_fields(work_)) {
+      if (v == &field) return offset;
+      offset += static_cast<int64_t>(v->size());
+    }
+    BRIGADE_CHECK(false) << "not a block field";
+    return int64_t{0};
+  };
+  wg_.attn_in = at(work_.attn_in);
+  wg_.atty = at(work_.atty);
+  wg_.mlp_in = at(work_.mlp_in);
+  wg_.fch_gelu = at(work_.fch_gelu);
+  // B reads qkv and fch from the working copy and writes their gradients (same sizes) over the
+  // saved ones; see the header for residual2 and residual3.
+  wg_.dqkv = at(work_.qkv);
+  wg_.dfc = at(work_.fch);
+  const int64_t dy = config_.micro_batch * config_.model.seq_len * C_;
+  if (rows_ * C_ == dy) {
+    wg_.dattn_proj = at(work_.residual2);
+    wg_.dfc_proj = residual3_in_block_;
+  } else {  // sequence parallel: residual2/3 hold only this rank's rows
+    wg_.dattn_proj = block_floats_;
+    wg_.dfc_proj = block_floats_ + dy;
+    block_floats_ += 2 * dy;
+  }
+}
+
+BlockWeightGrads GptStage::weight_grads_at(float* saved, int j) const {
+  float* b = saved + blocks_at_ + j * block_floats_;
+  return {.dqkv = b + wg_.dqkv,
+          .dattn_proj = b + wg_.dattn_proj,
+          .dfc = b + wg_.dfc,
+          .dfc_proj = b + wg_.dfc_proj};
+}
+
+BlockWeightInputs GptStage::weight_inputs_at(const float* saved, int j) const {
+  const float* b = saved + blocks_at_ + j * block_floats_;
+  return {.attn_in = b + wg_.attn_in,
+          .atty = b + wg_.atty,
+          .mlp_in = b + wg_.mlp_in,
+          .fch_gelu = b + wg_.fch_gelu,
+          .dqkv = b + wg_.dqkv,
+          .dattn_proj = b + wg_.dattn_proj,
+          .dfc = b + wg_.dfc,
+          .dfc_proj = b + wg_.dfc_proj};
+}
+
 float GptStage::forward(int mb, const float* input, float* output, float* saved) {
   const GptPass ps = pass();
   const float* p = params_.data();
@@ -201,16 +328,22 @@ float GptStage::forward(int mb, const float* input, float* output, float* saved)
   } else {
     BRIGADE_CHECK(input != nullptr) << "GPT stage " << config_.first_layer << " needs its input";
   }
+  if (moe_) moe_->acquire(mb);
+  double aux = 0.0;  // the MoE blocks' loss terms
   for (int j = 0; j < nb; ++j) {
-    block_forward(ps, w_.blocks[static_cast<size_t>(j)], p, block_input(j, input, saved), work_,
-                  scratch_);
+    aux += block_forward(ps, w_.blocks[static_cast<size_t>(j)], p, block_input(j, input, saved),
+                         work_, scratch_, moe_ ? moe_->layer(mb, j) : nullptr);
     save_block(saved, j);
   }
+  // The step's loss holds each micro-batch's MoE terms averaged over the micro-batches, as Gpt
+  // with gradient accumulation does; 0 for a dense stage.
+  const float aux_share = static_cast<float>(aux / micro_batches_);
+  aux_share_ = aux_share;
   const float* x = block_input(nb, input, saved);  // the last block's output
   if (!is_last()) {
     // Under recomputation the executor may pass no output.
     if (output != nullptr) std::copy(x, x + rows_ * C_, output);
-    return 0.0f;
+    return aux_share;
   }
   head_forward(ps, w_, p, x, head_, scratch_);
   const int32_t* t = targets_ + mb * ps.BT;
@@ -220,7 +353,7 @@ float GptStage::forward(int mb, const float* input, float* output, float* saved)
     if (t[i] >= 0) sum += head_.losses[static_cast<size_t>(i)];
   }
   copy_out(head_fields(head_), saved + head_at_);
-  return static_cast<float>(sum) * inv_valid_;
+  return static_cast<float>(sum) * inv_valid_ + aux_share;
 }
 
 void GptStage::backward_input(int mb, const float* input, const float* dout, float* dinput,
@@ -240,12 +373,25 @@ void GptStage::backward_input(int mb, const float* input, const float* dout, flo
     BRIGADE_CHECK(dout != nullptr) << "GPT stage " << config_.first_layer << " needs dout";
     std::copy(dout, dout + rows_ * C_, dres);
   }
+  // d loss / d (a MoE term of mb) = 1 / micro-batches (see forward), times ep: each ep rank's
+  // router gradient holds only its own tokens' share of a term computed over the group's union,
+  // and gradients are then averaged over the ep ranks (expert_ranges()).
+  const float aux_grad =
+      static_cast<float>(ep_ ? ep_->size() : 1) / static_cast<float>(micro_batches_);
   for (int j = nb - 1; j >= 0; --j) {
     const GptBlockParams& w = w_.blocks[static_cast<size_t>(j)];
     restore_block(saved, j);
-    block_backward_mlp(ps, w, p, g, work_, dres, scratch_);
-    block_backward_attention(ps, w, p, g, work_, block_input(j, input, saved), dres, scratch_);
+    const float* x = block_input(j, input, saved);
+    MoeMlp* moe = moe_ ? moe_->layer(mb, j) : nullptr;
+    if (config_.split_backward) {
+      block_backward_input(ps, w, p, g, work_, x, dres, weight_grads_at(saved, j), scratch_, moe,
+                           aux_grad);
+    } else {
+      block_backward_mlp(ps, w, p, g, work_, dres, scratch_, moe, aux_grad);
+      block_backward_attention(ps, w, p, g, work_, x, dres, scratch_);
+    }
   }
+  if (moe_) moe_->release(mb);  // a MoE block's backward is whole here (backward_weight skips it)
   if (is_first()) {
     embedding_backward(ps, w_, g, tokens_ + mb * ps.BT, dres, scratch_);
   } else if (dinput != nullptr) {
@@ -253,8 +399,20 @@ void GptStage::backward_input(int mb, const float* input, const float* dout, flo
   }
 }
 
-void GptStage::backward_weight(int /*mb*/, const float* /*input*/, const float* /*saved*/) {
-  // backward_input accumulated the weight gradients already (see the header).
+void GptStage::backward_weight(int /*mb*/, const float* /*input*/, const float* saved) {
+  if (!config_.split_backward) return;  // backward_input accumulated them already
+  const GptPass ps = pass();
+  for (int j = static_cast<int>(w_.blocks.size()) - 1; j >= 0; --j)
+    block_backward_weight(ps, w_.blocks[static_cast<size_t>(j)], grads_.data(),
+                          weight_inputs_at(saved, j));
+}
+
+MoeTotals GptStage::take_moe_totals() {
+  return moe_ ? moe_->take_totals() : MoeTotals{};
+}
+
+MoeTotals GptStage::moe_run_totals() const {
+  return moe_ ? moe_->run_totals() : MoeTotals{};
 }
 
 }  // namespace brigade

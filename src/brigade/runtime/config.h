@@ -67,6 +67,9 @@ struct TrainConfig {
   int64_t log_every = 10;             // steps between log lines when not on a terminal
   int64_t blas_threads = 1;           // OpenBLAS threads per process
   std::string on_nonfinite = "stop";  // "stop" | "skip" (skip the update, keep going)
+  // A rank whose busy time per step is at least this many times the median, 3 steps in a row,
+  // is flagged as a straggler (monitor/straggler.h); 0 turns the per-step exchange off.
+  double straggler_threshold = 1.2;
 };
 
 struct ParallelConfig {
@@ -76,11 +79,16 @@ struct ParallelConfig {
   // Sharded data parallelism (docs/parallelism.md): 0 = DDP (everything replicated); ZeRO
   // stage 1 shards optimizer state, 2 also gradients, 3 also parameters.
   int64_t zero = 0;
-  // Model parallelism (docs/parallelism.md, "Hybrid mesh"): the job is a pp x dp x tp mesh
-  // (dp = world / (pp * tp) when parallel.dp = 0). With tp * pp > 1 the trainer runs the GPT as
-  // pipeline stages of tensor-parallel shards; train.grad_accum is the number of micro-batches.
-  int64_t tp = 1;                  // tensor-parallel degree (Megatron split of every block)
-  int64_t pp = 1;                  // pipeline stages (ranks along the pipeline)
+  // Model parallelism (docs/parallelism.md, "Hybrid mesh"): the job is a pp x dp x ep x tp mesh
+  // (dp = world / (pp * ep * tp) when parallel.dp = 0). With tp * pp * ep > 1 the trainer runs the
+  // GPT as pipeline stages of tensor-parallel shards; train.grad_accum is the number of
+  // micro-batches.
+  int64_t tp = 1;  // tensor-parallel degree (Megatron split of every block)
+  int64_t pp = 1;  // pipeline stages (ranks along the pipeline)
+  // Expert parallelism: the experts of every MoE block are split over ep ranks, carved out of
+  // the data replicas (ranks of one ep group read different data); needs model.n_experts a
+  // multiple of ep. ep > 1 runs on the model-parallel path (with any tp = 1, pp).
+  int64_t ep = 1;
   bool sequence_parallel = false;  // tp > 1: layernorm/residual on sequence shards
   std::string schedule = "1f1b";   // "1f1b" | "gpipe" | "interleaved" | "zb-h1"
   int64_t virtual_stages = 1;      // interleaved: chunks per pipeline rank
@@ -95,7 +103,8 @@ struct ParallelConfig {
 struct SyncConfig {
   std::string method = "ddp";  // "ddp" | "diloco" | "demo" | "powersgd" | "signef" | "topk"
   // Wire format of the exchange; "auto" = the method's default (ddp: parallel.grad_wire,
-  // signef: "1bit", others "f32"). ddp: f32, bf16; diloco: f32, int8; demo: f32, bf16, 1bit;
+  // signef: "1bit", others "f32"). ddp: f32, bf16; diloco: f32, int8, dct_topk; demo: f32,
+  // bf16, 1bit;
   // powersgd: f32; signef: 1bit; topk: f32, bf16.
   std::string payload = "auto";
   int64_t inner_steps = 50;     // diloco: H, inner steps between outer steps
@@ -104,6 +113,12 @@ struct SyncConfig {
   bool nesterov = true;         // diloco: Nesterov (true) or heavy-ball outer momentum
   int64_t fragments = 1;        // diloco: streaming fragments synced staggered (1 = plain)
   int64_t int8_chunk = 262144;  // diloco int8: values per quantization chunk
+  // diloco dct_topk: the pseudo-gradient's top dct_k DCT coefficients per chunk of edge
+  // <= dct_chunk, values "f32" | "bf16" | "1bit" (sign times a per-chunk scale), with error
+  // feedback per replica.
+  int64_t dct_k = 32;
+  int64_t dct_chunk = 64;
+  std::string dct_values = "bf16";
   // diloco, peers come and go (docs/low-communication.md): < 1 sends outer steps through the
   // store, and an outer step averages the replicas that report within outer_deadline_s, at
   // least ceil(quorum * replicas) of them (else it waits quorum_retries more deadlines, then

@@ -41,7 +41,7 @@ void require_real(double value, const char* key, double lo, double hi, bool lo_o
 // The payloads each sync.method can put on the wire ("auto" is always allowed).
 std::vector<const char*> payloads_of(const std::string& method) {
   if (method == "ddp") return {"auto", "f32", "bf16"};
-  if (method == "diloco") return {"auto", "f32", "int8"};
+  if (method == "diloco") return {"auto", "f32", "int8", "dct_topk"};
   if (method == "demo") return {"auto", "f32", "bf16", "1bit"};
   if (method == "powersgd") return {"auto", "f32"};
   if (method == "signef") return {"auto", "1bit"};
@@ -64,6 +64,9 @@ void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
   require_real(sync.outer_momentum, "sync.outer_momentum", 0.0, 0.999999, false);
   require_range(sync.fragments, "sync.fragments", 1, sync.inner_steps);
   require_range(sync.int8_chunk, "sync.int8_chunk", 1, 0xffffffffLL);
+  require_range(sync.dct_k, "sync.dct_k", 1, 4096);
+  require_range(sync.dct_chunk, "sync.dct_chunk", 1, 64);
+  require_one_of(sync.dct_values, "sync.dct_values", {"f32", "bf16", "1bit"});
   require_real(sync.quorum, "sync.quorum", 0.0, 1.0, true);
   require(sync.quorum == 1.0 || sync.method == "diloco", "sync.quorum",
           fmt::format("{}", sync.quorum),
@@ -99,6 +102,10 @@ void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
 // Mixture-of-experts keys (model.n_experts > 0 turns them on; docs/parallelism.md).
 void validate_moe(const ModelConfig& model, const ParallelConfig& parallel) {
   require_range(model.n_experts, "model.n_experts", 0, 4096);
+  require_range(parallel.ep, "parallel.ep", 1, 1 << 16);
+  require(parallel.ep == 1 || model.n_experts > 0, "parallel.ep", parallel.ep,
+          "must be 1 without mixture-of-experts blocks (model.n_experts = 0): there are no "
+          "experts to split");
   if (model.n_experts == 0) return;
   require(model.kind == "gpt", "model.n_experts", model.n_experts,
           fmt::format("mixture-of-experts blocks need model.kind = \"gpt\" (got \"{}\"); use 0",
@@ -112,10 +119,14 @@ void validate_moe(const ModelConfig& model, const ParallelConfig& parallel) {
           "must be finite and at most 1e6 (<= 0 means dropless)");
   require_real(model.aux_loss_coef, "model.aux_loss_coef", 0.0, 1e3, false);
   require_range(model.moe_every, "model.moe_every", 1, model.n_layer);
-  require(parallel.tp * parallel.pp == 1, "model.n_experts", model.n_experts,
-          fmt::format("mixture-of-experts blocks are not supported with parallel.tp = {}, "
-                      "parallel.pp = {} yet; use tp = pp = 1 (data parallelism only)",
-                      parallel.tp, parallel.pp));
+  require(parallel.tp == 1, "model.n_experts", model.n_experts,
+          fmt::format("mixture-of-experts blocks are not supported with parallel.tp = {} yet; "
+                      "use tp = 1 (pipeline and expert parallelism are supported)",
+                      parallel.tp));
+  require(model.n_experts % parallel.ep == 0, "parallel.ep", parallel.ep,
+          fmt::format("must divide model.n_experts = {} (each ep rank holds n_experts / ep "
+                      "experts of every MoE block)",
+                      model.n_experts));
 }
 
 bool valid_name(const std::string& s) {
@@ -135,26 +146,29 @@ void validate_model_parallel(const ParallelConfig& parallel, const SyncConfig& s
   require_range(parallel.pp, "parallel.pp", 1, 1 << 16);
   require_range(parallel.virtual_stages, "parallel.virtual_stages", 1, 1 << 10);
   require_one_of(parallel.schedule, "parallel.schedule", {"1f1b", "gpipe", "interleaved", "zb-h1"});
-  const bool model_parallel = parallel.tp * parallel.pp > 1;
+  const bool model_parallel = parallel.tp * parallel.pp * parallel.ep > 1;
   if (!model_parallel) return;
-  const std::string layout =
-      fmt::format("parallel.tp = {}, parallel.pp = {}", parallel.tp, parallel.pp);
+  const std::string layout = fmt::format("parallel.tp = {}, parallel.pp = {}, parallel.ep = {}",
+                                         parallel.tp, parallel.pp, parallel.ep);
   require(model.kind == "gpt", "model.kind", fmt::format("\"{}\"", model.kind),
           fmt::format("must be \"gpt\" with {} (only the GPT has tensor-parallel and pipeline "
                       "pieces)",
-                      layout));
-  require(model.n_experts == 0, "model.n_experts", model.n_experts,
-          fmt::format("must be 0 with {}: mixture-of-experts blocks are not cut into pipeline "
-                      "stages or tp shards yet",
                       layout));
   require(sync.method == "ddp", "sync.method", fmt::format("\"{}\"", sync.method),
           fmt::format("must be \"ddp\" with {}: low-communication methods are not combined with "
                       "model parallelism",
                       layout));
-  require(parallel.zero == 0, "parallel.zero", parallel.zero,
-          fmt::format("must be 0 with {}: the model-parallel path averages gradients over the dp "
-                      "axis without sharding (ZeRO on the dp axis is not implemented there)",
+  // ZeRO-1/2 shard each chunk's optimizer state (and under 2 the gradient exchange) over dp
+  // (train/dp_shard_update.h); the parameters stay whole on every dp rank, so no ZeRO-3.
+  require(parallel.zero <= 2, "parallel.zero", parallel.zero,
+          fmt::format("must be 0, 1 or 2 with {}: the model-parallel path supports ZeRO-1/2 on "
+                      "the dp axis; ZeRO-3 (sharded parameters) is not supported there",
                       layout));
+  require(parallel.zero == 0 || parallel.ep == 1, "parallel.zero", parallel.zero,
+          fmt::format("must be 0 with parallel.ep = {}: ZeRO on the model-parallel path shards "
+                      "over dp, where expert and dense tensors have different replicas; use "
+                      "parallel.ep = 1 or parallel.zero = 0",
+                      parallel.ep));
   require(parallel.grad_wire == "f32", "parallel.grad_wire",
           fmt::format("\"{}\"", parallel.grad_wire),
           fmt::format("must be \"f32\" with {}", layout));
@@ -220,6 +234,11 @@ void Config::validate() const {
   require_range(train.log_every, "train.log_every", 1, INT64_MAX);
   require_range(train.blas_threads, "train.blas_threads", 1, 256);
   require_one_of(train.on_nonfinite, "train.on_nonfinite", {"stop", "skip"});
+  require(train.straggler_threshold == 0 ||
+              (std::isfinite(train.straggler_threshold) && train.straggler_threshold > 1 &&
+               train.straggler_threshold <= 1e6),
+          "train.straggler_threshold", train.straggler_threshold,
+          "must be 0 (no straggler detection) or a ratio to the median step time in (1, 1e6]");
 
   require_range(parallel.dp, "parallel.dp", 0, 1 << 20);
   require_real(parallel.bucket_mb, "parallel.bucket_mb", 0.0, 1 << 16, true);

@@ -38,7 +38,7 @@ DilocoSync::DilocoSync(const DilocoConfig& config, int64_t inner_steps, int frag
   for (int f = 0; f < fragments; ++f) {
     FlatRange r = fragments == 1 ? FlatRange{0, layout.total()}
                                  : fragment_range_aligned(layout, 0, layout.total(), fragments, f);
-    outers_.push_back(std::make_unique<DilocoOuter>(config, params, r.begin, r.end));
+    outers_.push_back(std::make_unique<DilocoOuter>(config, params, r.begin, r.end, &layout));
   }
 }
 
@@ -96,10 +96,18 @@ Traffic DilocoSync::finish(float* params, int64_t t, Communicator& comm) {
 }
 
 std::vector<StateView> DilocoSync::replicated_state() {
+  return fragment_state(false);
+}
+
+std::vector<StateView> DilocoSync::local_state() {
+  return fragment_state(true);
+}
+
+std::vector<StateView> DilocoSync::fragment_state(bool local) {
   std::vector<StateView> out;
   for (int f = 0; f < num_fragments_; ++f) {
     if (outers_[f]->end() == outers_[f]->begin()) continue;
-    for (StateView v : outers_[f]->state_tensors()) {
+    for (StateView v : local ? outers_[f]->local_state_tensors() : outers_[f]->state_tensors()) {
       if (num_fragments_ > 1) v.name += ".f" + std::to_string(f);
       out.push_back(v);
     }

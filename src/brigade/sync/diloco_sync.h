@@ -3,8 +3,10 @@
 // own gradient (no communication); after inner steps H, 2H, ... the outer step averages the
 // pseudo-gradients and moves every replica to the new theta_global (lowcomm/diloco.h). With
 // P > 1 fragments (streaming DiLoCo) fragment f syncs at steps (f + 1) H / P + m H instead, so
-// each outer step moves 1/P of the model. At the end of training every fragment that did not
-// just sync does so, so the final model is theta_global on every replica.
+// each outer step moves 1/P of the model. The pseudo-gradient travels as f32, int8 or DCT top-k
+// with error feedback (lowcomm/diloco.h); the last keeps a residual per replica (local state). At
+// the end of training every fragment that did not just sync does so, so the final model is
+// theta_global on every replica.
 //
 // Peers come and go (sync.quorum < 1): with a QuorumExchange the outer steps go through the
 // store and average the replicas that reported before the deadline (lowcomm/quorum_exchange.h);
@@ -39,11 +41,14 @@ class DilocoSync : public SyncMethod {
   Traffic finish(float* params, int64_t t, Communicator& comm) override;
   // "diloco.global", "diloco.momentum" (suffixed ".f<i>" per fragment when P > 1).
   std::vector<StateView> replicated_state() override;
+  // "diloco.residual" (".f<i>" per fragment) with sync.payload = "dct_topk": the error feedback.
+  std::vector<StateView> local_state() override;
 
  private:
   int fragment_at(int64_t t) const;
   void sync_fragment(int f, float* params, int64_t t, bool final, Communicator& comm);
   Traffic fragment_traffic(int f, int world, int rank) const;
+  std::vector<StateView> fragment_state(bool local);
 
   int64_t inner_steps_;
   int num_fragments_;

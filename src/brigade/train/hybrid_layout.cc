@@ -7,11 +7,12 @@
 #include "brigade/model/gpt_layout.h"
 #include "brigade/model/gpt_stage.h"
 #include "brigade/parallel/pipeline/layer_partition.h"
+#include "brigade/train/model_factory.h"
 
 namespace brigade {
 
 bool is_model_parallel(const Config& config) {
-  return config.parallel.tp * config.parallel.pp > 1;
+  return config.parallel.tp * config.parallel.pp * config.parallel.ep > 1;
 }
 
 std::string HybridLayout::to_string() const {
@@ -25,8 +26,8 @@ HybridLayout resolve_hybrid_layout(const Config& config, int64_t world_size) {
   HybridLayout h;
   h.shape.pp = static_cast<int>(p.pp);
   h.shape.tp = static_cast<int>(p.tp);
-  h.shape.ep = 1;
-  const int64_t model_ranks = p.pp * p.tp;
+  h.shape.ep = static_cast<int>(p.ep);
+  const int64_t model_ranks = p.pp * p.ep * p.tp;
   if (p.dp > 0) {
     h.shape.dp = static_cast<int>(p.dp);
   } else if (world_size > 0) {
@@ -37,7 +38,7 @@ HybridLayout resolve_hybrid_layout(const Config& config, int64_t world_size) {
         "[parallel] layout {} = {} != world size {} (parallel.dp = {}{}): pp x dp x ep x tp must "
         "equal the number of processes",
         h.shape.to_string(), h.shape.product(), world_size, p.dp,
-        p.dp == 0 ? fmt::format(", i.e. world / (pp x tp) = {} / {}", world_size, model_ranks)
+        p.dp == 0 ? fmt::format(", i.e. world / (pp x ep x tp) = {} / {}", world_size, model_ranks)
                   : ""));
   }
   h.schedule = parse_schedule_kind(p.schedule);
@@ -54,11 +55,7 @@ HybridLayout resolve_hybrid_layout(const Config& config, int64_t world_size) {
         "{} (pipeline stages are sized for the model's context)",
         config.data.seq_len, config.model.seq_len, p.tp, p.pp));
   }
-  const GptConfig gpt{.vocab = config.model.vocab,
-                      .seq_len = config.model.seq_len,
-                      .d_model = config.model.d_model,
-                      .n_layer = config.model.n_layer,
-                      .n_head = config.model.n_head};
+  const GptConfig gpt = gpt_config(config.model);
   try {
     validate_tensor_parallel(gpt, h.shape.tp, p.sequence_parallel);
     if (p.sequence_parallel && (config.train.micro_batch * gpt.seq_len) % p.tp != 0) {

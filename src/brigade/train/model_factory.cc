@@ -11,17 +11,20 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, int64_t max_batch) 
     mlp.hidden = config.hidden;
     return std::make_unique<MlpClassifier>(mlp, max_batch);
   }
-  GptConfig gpt{.vocab = config.vocab,
-                .seq_len = config.seq_len,
-                .d_model = config.d_model,
-                .n_layer = config.n_layer,
-                .n_head = config.n_head,
-                .n_experts = config.n_experts,
-                .moe_top_k = static_cast<int>(config.moe_top_k),
-                .capacity_factor = config.capacity_factor,
-                .aux_loss_coef = config.aux_loss_coef,
-                .moe_every = config.moe_every};
-  return std::make_unique<Gpt>(gpt, max_batch);
+  return std::make_unique<Gpt>(gpt_config(config), max_batch);
+}
+
+GptConfig gpt_config(const ModelConfig& config) {
+  return GptConfig{.vocab = config.vocab,
+                   .seq_len = config.seq_len,
+                   .d_model = config.d_model,
+                   .n_layer = config.n_layer,
+                   .n_head = config.n_head,
+                   .n_experts = config.n_experts,
+                   .moe_top_k = static_cast<int>(config.moe_top_k),
+                   .capacity_factor = config.capacity_factor,
+                   .aux_loss_coef = config.aux_loss_coef,
+                   .moe_every = config.moe_every};
 }
 
 OptimizerConfig optimizer_config(const TrainConfig& t) {

@@ -2,11 +2,15 @@
 #include <cstdint>
 #include <memory>
 
+#include "brigade/model/gpt_config.h"
 #include "brigade/model/model.h"
 #include "brigade/runtime/config.h"
 #include "brigade/sync/optimizer.h"
 
 namespace brigade {
+
+// The GPT shape a [model] section describes (mixture-of-experts keys included).
+GptConfig gpt_config(const ModelConfig& config);
 
 // The model a config describes, with activation buffers for micro-batches of max_batch
 // examples. Parameters are zero until Model::initialize().

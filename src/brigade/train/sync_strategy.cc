@@ -27,8 +27,13 @@ std::unique_ptr<SyncMethod> make_method(const Config& config, Model& model, Comm
     DilocoConfig c{.outer_lr = static_cast<float>(s.outer_lr),
                    .momentum = static_cast<float>(s.outer_momentum),
                    .nesterov = s.nesterov,
-                   .wire = payload == "int8" ? OuterWire::kInt8 : OuterWire::kF32,
-                   .int8_chunk = s.int8_chunk};
+                   .wire = payload == "int8"       ? OuterWire::kInt8
+                           : payload == "dct_topk" ? OuterWire::kDctTopk
+                                                   : OuterWire::kF32,
+                   .int8_chunk = s.int8_chunk,
+                   .dct = {.k = static_cast<int>(s.dct_k),
+                           .max_chunk = static_cast<int>(s.dct_chunk),
+                           .values = parse_value_format(s.dct_values, "sync.dct_values")}};
     std::unique_ptr<QuorumExchange> quorum;
     if (s.quorum < 1.0) {
       if (!store) {
@@ -94,7 +99,10 @@ std::string describe_sync(const SyncConfig& s, const ParallelConfig& parallel) {
   if (s.method == "diloco") {
     return fmt::format(
         "diloco (H = {}, outer lr {}, momentum {}{}, {} pseudo-gradient{}{})", s.inner_steps,
-        s.outer_lr, s.outer_momentum, s.nesterov ? " Nesterov" : "", payload,
+        s.outer_lr, s.outer_momentum, s.nesterov ? " Nesterov" : "",
+        payload == "dct_topk" ? fmt::format("dct top-{} of chunks <= {}, {} values, error-fed",
+                                            s.dct_k, s.dct_chunk, s.dct_values)
+                              : payload,
         s.fragments > 1 ? fmt::format(", {} streaming fragments", s.fragments) : "",
         s.quorum < 1.0
             ? fmt::format(", quorum {} within {} s via the store", s.quorum, s.outer_deadline_s)

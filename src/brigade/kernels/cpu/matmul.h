@@ -16,6 +16,8 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 
 // dinp += dout @ weight; dweight += dout^T @ inp; dbias += sum over rows of dout.
 // Any of dinp, dweight, dbias may be nullptr to skip it.
+// inp is read only for dweight and weight only for dinp: either may be nullptr when unused
+// (a split backward computes the two products at different times).
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t N, int64_t C, int64_t OC);
 

@@ -17,26 +17,27 @@
 #include "brigade/model/moe/moe_capacity.h"
 #include "brigade/model/moe/moe_config.h"
 #include "brigade/model/moe/moe_dispatch.h"
+#include "brigade/model/moe/moe_mlp.h"
 #include "brigade/model/moe/moe_params.h"
 #include "brigade/model/moe/moe_router.h"
 
 namespace brigade {
 
-class MoeLayer {
+class MoeLayer : public MoeMlp {
  public:
   // params must hold all n_experts experts. Buffers are sized for max_tokens tokens.
   MoeLayer(const MoeConfig& config, const MoeParams& params, int64_t max_tokens);
 
   // x and out are (N,C), N <= max_tokens; out is written. Returns the loss term
   // aux_loss_coef * aux to add to the task loss; stats() describe this forward.
-  float forward(float* out, const float* x, int64_t N, const float* params);
+  float forward(float* out, const float* x, int64_t N, const float* params) override;
 
   // Backward of the last forward (same x). dout (N,C) is d loss / d out; loss_grad is
   // d loss / d (the returned term), i.e. the loss scale. Accumulates dx (N,C) and grads.
   void backward(float* dx, const float* dout, const float* x, float loss_grad, const float* params,
-                float* grads);
+                float* grads) override;
 
-  const MoeStats& stats() const { return stats_; }
+  const MoeStats& stats() const override { return stats_; }
   const MoeRouter& router() const { return router_; }
   const MoeDispatch& dispatch() const { return dispatch_; }
   const MoeConfig& config() const { return config_; }

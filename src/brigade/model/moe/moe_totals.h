@@ -36,6 +36,13 @@ struct MoeTotals {
     imbalance_sum += o.imbalance_sum;
     imbalance_max = std::max(imbalance_max, o.imbalance_max);
   }
+  // Adds another pipeline stage's totals over the same micro-batches (its MoE blocks are further
+  // layers of the same forwards): everything sums except micro_batches, which stays the count.
+  void merge_stage(const MoeTotals& o) {
+    const int64_t m = std::max(micro_batches, o.micro_batches);
+    merge(o);
+    micro_batches = m;
+  }
   double dropped_pct() const {
     return assignments ? 100.0 * static_cast<double>(dropped) / static_cast<double>(assignments)
                        : 0.0;

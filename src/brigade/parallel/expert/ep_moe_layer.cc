@@ -30,7 +30,7 @@ void validate_expert_parallel(const MoeConfig& config, int ep_size) {
 }
 
 EpMoeLayer::EpMoeLayer(const MoeConfig& config, const MoeParams& params, Communicator& ep,
-                       int64_t max_tokens)
+                       int64_t max_tokens, float expert_grad_scale)
     : config_(config),
       params_(params),
       ep_(ep),
@@ -45,6 +45,7 @@ EpMoeLayer::EpMoeLayer(const MoeConfig& config, const MoeParams& params, Communi
                          ? k_ * max_tokens * config.top_k
                          : std::min<int64_t>(k_ * max_tokens * config.top_k,
                                              e_local_ * config.capacity(k_ * max_tokens))),
+      expert_grad_scale_(expert_grad_scale),
       router_(config, max_tokens),
       dispatch_(config, max_tokens),
       experts_(config.d_model, max_recv_rows_) {
@@ -55,6 +56,8 @@ EpMoeLayer::EpMoeLayer(const MoeConfig& config, const MoeParams& params, Communi
       << params.expert_end << ")";
   BRIGADE_CHECK(max_tokens >= 0 && static_cast<double>(max_tokens) * config.top_k < kMaxCount)
       << "max_tokens " << max_tokens;
+  BRIGADE_CHECK(expert_grad_scale > 0.0f && std::isfinite(expert_grad_scale))
+      << "expert_grad_scale " << expert_grad_scale;
   const int64_t E = config.n_experts, K = config.top_k, C = config.d_model;
   const int64_t T = 1 + E * K + E;
   const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
@@ -214,8 +217,15 @@ void EpMoeLayer::backward(float* dx, const float* dout, const float* x, float lo
   dispatch_.combine_backward(dgate_.data(), send_.data(), dout, y_rows_.data());
   ep_.all_to_all_v(send_.data(), send_counts_, recv_.data(), recv_counts_);
   to_expert_major(expert_out_.data(), recv_.data());
+  // The experts' weight gradients are linear in their output gradient: scale it, and undo the
+  // scale on the input gradient they return (exact when the scale is a power of two).
+  const int64_t n = expert_row_begin_[e_local_] * config_.d_model;
+  if (expert_grad_scale_ != 1.0f)
+    for (int64_t i = 0; i < n; ++i) expert_out_[i] *= expert_grad_scale_;
   experts_.backward(recv_.data(), expert_out_.data(), expert_in_.data(), expert_row_begin_.data(),
                     params_.experts, params, grads);
+  if (expert_grad_scale_ != 1.0f)
+    for (int64_t i = 0; i < n; ++i) recv_[i] /= expert_grad_scale_;
   to_source_major(ret_.data(), recv_.data());
   ep_.all_to_all_v(ret_.data(), recv_counts_, send_.data(), send_counts_);
   dispatch_.gather_backward(dx, send_.data());

@@ -34,6 +34,7 @@
 #include "brigade/model/moe/moe_capacity.h"
 #include "brigade/model/moe/moe_config.h"
 #include "brigade/model/moe/moe_dispatch.h"
+#include "brigade/model/moe/moe_mlp.h"
 #include "brigade/model/moe/moe_params.h"
 #include "brigade/model/moe/moe_router.h"
 
@@ -42,18 +43,21 @@ namespace brigade {
 // Throws ConfigError unless model.n_experts is divisible by parallel.ep (naming both factors).
 void validate_expert_parallel(const MoeConfig& config, int ep_size);
 
-class EpMoeLayer {
+class EpMoeLayer : public MoeMlp {
  public:
   // ep is this layer's ep group (it must outlive the layer); params holds the router and this
   // rank's experts [rank E/k, (rank+1) E/k) (add_moe_params). max_tokens must be the same on
   // every rank of the group: receive buffers are sized for the whole group from it.
-  EpMoeLayer(const MoeConfig& config, const MoeParams& params, Communicator& ep,
-             int64_t max_tokens);
+  // expert_grad_scale multiplies the experts' weight gradients (not the input gradients they
+  // return): pass 1 / ep when every gradient is afterwards AVERAGED over its replicas, since an
+  // expert has none along ep yet its gradient already sums the loss of every rank of the group.
+  EpMoeLayer(const MoeConfig& config, const MoeParams& params, Communicator& ep, int64_t max_tokens,
+             float expert_grad_scale = 1.0f);
 
   // Collective over the ep group. x, out are (N,C) for this rank's N <= max_tokens tokens (N may
   // differ between ranks, and be 0). Returns aux_loss_coef * aux of the group's union (the same
   // on every rank); stats() describe the group's union.
-  float forward(float* out, const float* x, int64_t N, const float* params);
+  float forward(float* out, const float* x, int64_t N, const float* params) override;
 
   // Collective. Backward of the last forward (same x): dout (N,C) = d loss / d out, loss_grad =
   // d loss / d (returned term) seen from this rank. Accumulates dx, the router gradient of this
@@ -61,9 +65,9 @@ class EpMoeLayer {
   // the term and gradients are then AVERAGED over the ep ranks, pass loss_scale * ep: each rank
   // holds only its own tokens' share of d aux / d router.
   void backward(float* dx, const float* dout, const float* x, float loss_grad, const float* params,
-                float* grads);
+                float* grads) override;
 
-  const MoeStats& stats() const { return stats_; }
+  const MoeStats& stats() const override { return stats_; }
   int64_t local_dropped() const { return dispatch_.dropped(); }  // of this rank's assignments
   const MoeRouter& router() const { return router_; }
   const MoeDispatch& dispatch() const { return dispatch_; }
@@ -80,6 +84,7 @@ class EpMoeLayer {
   Communicator& ep_;
   int k_, rank_;
   int64_t e_local_, max_tokens_, max_recv_rows_;
+  float expert_grad_scale_;
   MoeRouter router_;
   MoeDispatch dispatch_;
   ExpertMlps experts_;

@@ -8,7 +8,6 @@
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
 #include "brigade/sync/lowcomm/common.h"
-#include "brigade/sync/lowcomm/topk.h"
 
 namespace brigade {
 
@@ -25,90 +24,51 @@ void DemoConfig::validate() const {
   }
 }
 
+namespace {
+DctTopkConfig codec_config(const DemoConfig& c) {
+  c.validate();
+  return {.k = c.k, .max_chunk = c.max_chunk, .values = c.values, .chunk_scales = false};
+}
+}  // namespace
+
 Demo::Demo(const DemoConfig& config, const ParamLayout& layout, int64_t begin, int64_t end)
-    : config_(config), begin_(begin), end_(end) {
-  config_.validate();
-  std::vector<SparseGroupShape> groups;
-  int max_chunk = 1;
-  int64_t max_strip = 1;
-  for (const ParamSpec* s : whole_tensors_in_range(layout, begin, end, "demo")) {
-    const ChunkGeometry g = dct_geometry(s->shape, config_.max_chunk);
-    const int k = std::min(config_.k, g.chunk_size());
-    tensors_.push_back(TensorState{s->offset, s->weight_decay, k, std::make_unique<BlockDct>(g)});
-    groups.push_back(SparseGroupShape{static_cast<uint32_t>(g.chunk_size()),
-                                      static_cast<uint32_t>(g.num_chunks()),
-                                      static_cast<uint32_t>(k)});
-    max_chunk = std::max(max_chunk, g.chunk_size());
-    max_strip = std::max(max_strip, g.s1 * g.n2);
-  }
-  format_ = SparsePayloadFormat(std::move(groups), config_.values);
+    : config_(config),
+      begin_(begin),
+      end_(end),
+      codec_(codec_config(config), layout, begin, end, "demo") {
+  const int max_chunk = codec_.max_chunk_size();
   delta_.assign(static_cast<size_t>(end - begin), 0.0f);
   coeffs_.assign(max_chunk, 0.0f);
   sum_.assign(max_chunk, 0.0f);
   u_.assign(max_chunk, 0.0f);
-  order_.assign(max_chunk, 0.0f);
-  strip_.assign(2 * max_strip, 0.0f);  // forward_rows' output, then its work area
   idx_.assign(max_chunk, 0);
   touched_.assign(max_chunk, 0);
   val_.assign(max_chunk, 0.0f);
   count_.assign(max_chunk, 0);
-  payload_.assign(format_.size_bytes(), 0);
+  payload_.assign(codec_.size_bytes(), 0);
 }
 
 void Demo::compress(const float* grads, float lr, uint8_t* payload) {
   const float beta = config_.beta;
-  format_.begin(payload);
-  for (size_t t = 0; t < tensors_.size(); ++t) {
-    TensorState& ts = tensors_[t];
-    BlockDct& dct = *ts.dct;
-    const ChunkGeometry& g = dct.geometry();
-    const int64_t numel = g.n1 * g.n2;
-    float* d = delta_.data() + (ts.offset - begin_);
-    const float* gr = grads + ts.offset;
-    for (int64_t i = 0; i < numel; ++i) d[i] = beta * d[i] + lr * gr[i];
-    const int cs = g.chunk_size();
-    const bool sparse = ts.k < g.s1 + g.s2;
-    const int64_t blocks2 = g.n2 / g.s2;
-    for (int64_t rb = 0; rb < g.n1 / g.s1; ++rb) {
-      float* rows = d + rb * g.s1 * g.n2;
-      dct.forward_rows(rows, strip_.data(), strip_.data() + strip_.size() / 2);
-      for (int64_t jb = 0; jb < blocks2; ++jb) {
-        for (int i = 0; i < g.s1; ++i) {
-          std::memcpy(coeffs_.data() + i * g.s2, strip_.data() + i * g.n2 + jb * g.s2,
-                      sizeof(float) * g.s2);
-        }
-        topk_abs(coeffs_.data(), cs, ts.k, order_.data(), idx_.data(), val_.data());
-        format_.put_chunk(payload, static_cast<int>(t), rb * blocks2 + jb, idx_.data(),
-                          val_.data());
-        // The residual keeps what was not sent: delta -= IDCT(selected).
-        float* block = rows + jb * g.s2;
-        if (sparse) {
-          dct.add_inverse_sparse(idx_.data(), val_.data(), ts.k, -1.0f, block, g.n2);
-        } else {
-          std::fill(coeffs_.begin(), coeffs_.begin() + cs, 0.0f);
-          for (int j = 0; j < ts.k; ++j) coeffs_[idx_[j]] = val_[j];
-          dct.inverse_block(coeffs_.data(), u_.data(), g.s2);
-          for (int i = 0; i < g.s1; ++i) {
-            for (int j = 0; j < g.s2; ++j) block[i * g.n2 + j] -= u_[i * g.s2 + j];
-          }
-        }
-      }
-    }
-  }
+  const float* g = grads + begin_;
+  for (int64_t i = 0; i < end_ - begin_; ++i) delta_[i] = beta * delta_[i] + lr * g[i];
+  // The residual forgets the selected coefficients unquantized (DeMo), even when 1 bit went out.
+  codec_.encode(delta_.data(), payload, DctTopkCodec::Residual::kSelected);
 }
 
 void Demo::apply(const uint8_t* payloads, int world, float* params, float lr) {
   BRIGADE_CHECK(world >= 1) << "world " << world;
-  const int64_t bytes = format_.size_bytes();
+  const int64_t bytes = codec_.size_bytes();
   for (int r = 0; r < world; ++r) {
     try {
-      format_.validate(payloads + r * bytes, bytes);
+      codec_.validate(payloads + r * bytes, bytes);
     } catch (const PayloadError& e) {
       throw PayloadError(std::string("demo: from rank ") + std::to_string(r) + ": " + e.what());
     }
   }
-  for (size_t t = 0; t < tensors_.size(); ++t) {
-    TensorState& ts = tensors_[t];
+  std::vector<DctTopkCodec::Tensor>& tensors = codec_.tensors();
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    DctTopkCodec::Tensor& ts = tensors[t];
     BlockDct& dct = *ts.dct;
     const ChunkGeometry& g = dct.geometry();
     float* p = params + ts.offset;
@@ -121,7 +81,7 @@ void Demo::apply(const uint8_t* payloads, int world, float* params, float lr) {
       // Per coefficient: mean over the replicas that picked it.
       int64_t n_touched = 0;
       for (int r = 0; r < world; ++r) {
-        format_.get_chunk(payloads + r * bytes, static_cast<int>(t), c, idx_.data(), val_.data());
+        codec_.get_chunk(payloads + r * bytes, static_cast<int>(t), c, idx_.data(), val_.data());
         for (int j = 0; j < ts.k; ++j) {
           const uint32_t i = idx_[j];
           if (count_[i]++ == 0) touched_[n_touched++] = i;
@@ -155,7 +115,7 @@ void Demo::apply(const uint8_t* payloads, int world, float* params, float lr) {
 
 void Demo::step(float* params, const float* grads, float lr, Communicator& comm) {
   const int world = comm.size();
-  const int64_t bytes = format_.size_bytes();
+  const int64_t bytes = codec_.size_bytes();
   compress(grads, lr, payload_.data());
   if (static_cast<int64_t>(gathered_.size()) < world * bytes) gathered_.resize(world * bytes);
   comm.all_gather_bytes(payload_.data(), gathered_.data(), bytes);
@@ -163,7 +123,7 @@ void Demo::step(float* params, const float* grads, float lr, Communicator& comm)
 }
 
 Traffic Demo::bytes_per_step(int world, int rank) const {
-  return all_gather_equal_traffic(format_.size_bytes(), world, rank);
+  return all_gather_equal_traffic(codec_.size_bytes(), world, rank);
 }
 
 std::vector<StateView> Demo::state_tensors() {

@@ -22,6 +22,7 @@
 #include "brigade/comm/wire_traffic.h"
 #include "brigade/model/param_spec.h"
 #include "brigade/sync/lowcomm/dct.h"
+#include "brigade/sync/lowcomm/dct_topk.h"
 #include "brigade/sync/lowcomm/payload.h"
 #include "brigade/sync/optimizer.h"
 
@@ -54,8 +55,8 @@ class Demo {
   void compress(const float* grads, float lr, uint8_t* payload);
   void apply(const uint8_t* payloads, int world, float* params, float lr);
 
-  int64_t payload_bytes() const { return format_.size_bytes(); }
-  const SparsePayloadFormat& payload_format() const { return format_; }
+  int64_t payload_bytes() const { return codec_.size_bytes(); }
+  const SparsePayloadFormat& payload_format() const { return codec_.format(); }
   // Bytes this rank sends and receives in one step(): (world - 1) * payload_bytes() each way.
   Traffic bytes_per_step(int world, int rank) const;
 
@@ -65,20 +66,12 @@ class Demo {
   int64_t end() const { return end_; }
 
  private:
-  struct TensorState {
-    int64_t offset;  // flat offset of the tensor
-    bool decay;
-    int k;  // entries per chunk
-    std::unique_ptr<BlockDct> dct;
-  };
-
   DemoConfig config_;
   int64_t begin_, end_;
-  std::vector<TensorState> tensors_;
-  SparsePayloadFormat format_;
+  DctTopkCodec codec_;        // the tensors, their DCTs and the payload format
   std::vector<float> delta_;  // (end - begin)
   // Scratch sized at construction for the largest chunk; gathered_ grows with the world once.
-  std::vector<float> coeffs_, sum_, u_, order_, strip_;
+  std::vector<float> coeffs_, sum_, u_;
   std::vector<uint32_t> idx_, touched_;
   std::vector<float> val_;
   std::vector<uint32_t> count_;

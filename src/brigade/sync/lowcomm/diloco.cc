@@ -23,6 +23,13 @@ void DilocoConfig::validate() const {
     throw ConfigError("diloco.int8_chunk = " + std::to_string(int8_chunk) +
                       ": must be in [1, 2^32 - 1]");
   }
+  if (wire == OuterWire::kDctTopk) {
+    if (dct.k < 1) throw ConfigError("diloco.dct_k = " + std::to_string(dct.k) + ": must be >= 1");
+    if (dct.max_chunk < 1 || dct.max_chunk > kMaxDctSize) {
+      throw ConfigError("diloco.dct_chunk = " + std::to_string(dct.max_chunk) +
+                        ": must be in [1, 64]");
+    }
+  }
 }
 
 namespace {
@@ -33,8 +40,10 @@ const DilocoConfig& validated(const DilocoConfig& c, int64_t begin, int64_t end)
 }
 }  // namespace
 
+DilocoOuter::~DilocoOuter() = default;
+
 DilocoOuter::DilocoOuter(const DilocoConfig& config, const float* params, int64_t begin,
-                         int64_t end)
+                         int64_t end, const ParamLayout* layout)
     : config_(validated(config, begin, end)),
       begin_(begin),
       end_(end),
@@ -43,6 +52,56 @@ DilocoOuter::DilocoOuter(const DilocoConfig& config, const float* params, int64_
       delta_(end - begin, 0.0f),
       codec_(end - begin, config.int8_chunk) {
   if (config_.wire == OuterWire::kInt8) payload_.resize(codec_.size_bytes());
+  if (config_.wire == OuterWire::kDctTopk) {
+    BRIGADE_CHECK(layout != nullptr) << "diloco dct_topk needs the parameter layout";
+    DctTopkConfig c = config_.dct;
+    c.chunk_scales = c.values == ValueFormat::kSign;
+    dct_ = std::make_unique<DctTopkCodec>(c, *layout, begin, end, "diloco dct_topk");
+    residual_.assign(end - begin, 0.0f);
+    payload_.resize(dct_->size_bytes());
+  }
+}
+
+const uint8_t* DilocoOuter::encode_delta() {
+  const int64_t n = end_ - begin_;
+  switch (config_.wire) {
+    case OuterWire::kF32:
+      return reinterpret_cast<const uint8_t*>(delta_.data());
+    case OuterWire::kInt8:
+      codec_.encode(delta_.data(), payload_.data());
+      return payload_.data();
+    case OuterWire::kDctTopk:
+      // Error feedback: what earlier payloads left out rides along with this Delta.
+      for (int64_t i = 0; i < n; ++i) residual_[i] += delta_[i];
+      dct_->encode(residual_.data(), payload_.data(), DctTopkCodec::Residual::kDecoded);
+      return payload_.data();
+  }
+  return nullptr;
+}
+
+void DilocoOuter::validate_payload(const uint8_t* p, int64_t bytes, int from) {
+  try {
+    if (config_.wire == OuterWire::kInt8) codec_.validate(p, bytes);
+    if (config_.wire == OuterWire::kDctTopk) dct_->validate(p, bytes);
+  } catch (const PayloadError& e) {
+    throw PayloadError("diloco: from rank " + std::to_string(from) + ": " + e.what());
+  }
+}
+
+void DilocoOuter::decode_add(const uint8_t* p, float* sum) {
+  switch (config_.wire) {
+    case OuterWire::kF32: {
+      const float* x = reinterpret_cast<const float*>(p);
+      for (int64_t j = 0; j < end_ - begin_; ++j) sum[j] += x[j];
+      break;
+    }
+    case OuterWire::kInt8:
+      codec_.decode_add(p, sum);
+      break;
+    case OuterWire::kDctTopk:
+      dct_->decode_add(p, 1.0f, sum);
+      break;
+  }
 }
 
 void DilocoOuter::pseudo_gradient(const float* params, float* delta) const {
@@ -76,20 +135,14 @@ void DilocoOuter::outer_step(float* params, Communicator& comm) {
     comm.all_reduce(delta_.data(), n, ReduceOp::kAvg);
   } else {
     const int world = comm.size();
-    const int64_t bytes = codec_.size_bytes();
-    codec_.encode(delta_.data(), payload_.data());
+    const int64_t bytes = payload_bytes();
+    const uint8_t* mine = encode_delta();
     if (static_cast<int64_t>(gathered_.size()) < world * bytes) gathered_.resize(world * bytes);
-    comm.all_gather_bytes(payload_.data(), gathered_.data(), bytes);
-    for (int r = 0; r < world; ++r) {
-      try {
-        codec_.validate(gathered_.data() + r * bytes, bytes);
-      } catch (const PayloadError& e) {
-        throw PayloadError("diloco: from rank " + std::to_string(r) + ": " + e.what());
-      }
-    }
-    // Every replica (this one included) uses the dequantized values, summed in rank order.
+    comm.all_gather_bytes(mine, gathered_.data(), bytes);
+    for (int r = 0; r < world; ++r) validate_payload(gathered_.data() + r * bytes, bytes, r);
+    // Every replica (this one included) uses the decoded values, summed in rank order.
     std::fill(delta_.begin(), delta_.end(), 0.0f);
-    for (int r = 0; r < world; ++r) codec_.decode_add(gathered_.data() + r * bytes, delta_.data());
+    for (int r = 0; r < world; ++r) decode_add(gathered_.data() + r * bytes, delta_.data());
     const float inv = 1.0f / static_cast<float>(world);
     for (int64_t i = 0; i < n; ++i) delta_[i] *= inv;
   }
@@ -101,33 +154,17 @@ std::vector<int> DilocoOuter::outer_step(float* params, QuorumExchange& exchange
   const int64_t n = end_ - begin_;
   pseudo_gradient(params, delta_.data());
   const int64_t bytes = payload_bytes();
-  const uint8_t* mine = reinterpret_cast<const uint8_t*>(delta_.data());
-  if (config_.wire == OuterWire::kInt8) {
-    codec_.encode(delta_.data(), payload_.data());
-    mine = payload_.data();
-  }
+  const uint8_t* mine = encode_delta();
   std::vector<int> members = exchange.exchange(key, what, mine, bytes, gathered_);
   const int m = static_cast<int>(members.size());
-  for (int i = 0; i < m; ++i) {
-    if (config_.wire == OuterWire::kInt8) {
-      try {
-        codec_.validate(gathered_.data() + i * bytes, bytes);
-      } catch (const PayloadError& e) {
-        throw PayloadError("diloco: from rank " + std::to_string(members[i]) + ": " + e.what());
-      }
-    }
+  for (int i = 0; i < m; ++i) validate_payload(gathered_.data() + i * bytes, bytes, members[i]);
+  if (dct_ && std::find(members.begin(), members.end(), exchange.rank()) == members.end()) {
+    // Left out: nothing of this Delta reached the mean, so all of it stays in the residual.
+    dct_->decode_add(payload_.data(), 1.0f, residual_.data());
   }
   // The members' mean, summed in rank order (every replica gets the same bits).
   std::fill(delta_.begin(), delta_.end(), 0.0f);
-  for (int i = 0; i < m; ++i) {
-    const uint8_t* p = gathered_.data() + i * bytes;
-    if (config_.wire == OuterWire::kInt8) {
-      codec_.decode_add(p, delta_.data());
-    } else {
-      const float* x = reinterpret_cast<const float*>(p);
-      for (int64_t j = 0; j < n; ++j) delta_[j] += x[j];
-    }
-  }
+  for (int i = 0; i < m; ++i) decode_add(gathered_.data() + i * bytes, delta_.data());
   const float inv = 1.0f / static_cast<float>(m);
   for (int64_t j = 0; j < n; ++j) delta_[j] *= inv;
   apply_mean(delta_.data(), params);
@@ -140,18 +177,31 @@ Traffic DilocoOuter::quorum_bytes_per_step(int world) const {
 }
 
 int64_t DilocoOuter::payload_bytes() const {
-  return config_.wire == OuterWire::kF32 ? 4 * (end_ - begin_) : codec_.size_bytes();
+  switch (config_.wire) {
+    case OuterWire::kF32:
+      return 4 * (end_ - begin_);
+    case OuterWire::kInt8:
+      return codec_.size_bytes();
+    case OuterWire::kDctTopk:
+      return dct_->size_bytes();
+  }
+  return 0;
 }
 
 Traffic DilocoOuter::bytes_per_step(int world, int rank) const {
   if (config_.wire == OuterWire::kF32) return all_reduce_f32_traffic(end_ - begin_, world, rank);
-  return all_gather_equal_traffic(codec_.size_bytes(), world, rank);
+  return all_gather_equal_traffic(payload_bytes(), world, rank);
 }
 
 std::vector<StateView> DilocoOuter::state_tensors() {
   std::vector<StateView> out{{"diloco.global", global_.data(), begin_, end_}};
   if (!momentum_.empty()) out.push_back({"diloco.momentum", momentum_.data(), begin_, end_});
   return out;
+}
+
+std::vector<StateView> DilocoOuter::local_state_tensors() {
+  if (residual_.empty()) return {};
+  return {{"diloco.residual", residual_.data(), begin_, end_}};
 }
 
 FlatRange fragment_range(int64_t begin, int64_t end, int num_fragments, int fragment) {

@@ -13,24 +13,32 @@
 // Delta_i (int8_quant.h), all_gathers the W payloads of Int8Codec::size_bytes() each
 // ((W - 1) * size_bytes() per rank each way) and every replica dequantizes and averages them in
 // rank order, so all replicas hold bitwise-identical theta_global.
+// kDctTopk compresses the pseudo-gradient the way DeMo compresses its residual (dct_topk.h),
+// with error feedback per replica:
+//   e_i += Delta_i;  payload_i = top-k DCT coefficients of e_i;  e_i -= decode(payload_i)
+//   Delta = (1/W) sum_i decode(payload_i)               (all_gather, decoded in rank order)
+// so nothing a replica drifted is lost, only delayed; e_i is local state
+// ("diloco.residual"). Bytes: (W - 1) * DctTopkCodec::size_bytes() each way per rank.
 //
 // Streaming DiLoCo syncs P fragments of the model on staggered schedules: fragment_range()
 // says which contiguous range fragment f covers, streaming_fragment_at() which fragment syncs
 // after an inner step; one DilocoOuter per fragment does the rest.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "brigade/comm/communicator.h"
 #include "brigade/comm/wire_traffic.h"
 #include "brigade/model/param_spec.h"
+#include "brigade/sync/lowcomm/dct_topk.h"
 #include "brigade/sync/lowcomm/int8_quant.h"
 #include "brigade/sync/lowcomm/quorum_exchange.h"
 #include "brigade/sync/optimizer.h"
 
 namespace brigade {
 
-enum class OuterWire { kF32, kInt8 };
+enum class OuterWire { kF32, kInt8, kDctTopk };
 
 struct DilocoConfig {
   float outer_lr = 0.7f;  // > 0
@@ -38,6 +46,9 @@ struct DilocoConfig {
   bool nesterov = true;   // Nesterov (DiLoCo) or heavy-ball outer momentum
   OuterWire wire = OuterWire::kF32;
   int64_t int8_chunk = int64_t{1} << 18;  // values per int8 chunk (one 1 KiB table each), >= 1
+  // kDctTopk: coefficients per chunk, chunk edge, value format; chunk_scales is implied for
+  // 1bit (a pseudo-gradient needs magnitudes, unlike DeMo's sign update).
+  DctTopkConfig dct = {};
   // Throws ConfigError naming the key ("diloco.outer_lr"), the value and what is allowed.
   void validate() const;
 };
@@ -45,12 +56,15 @@ struct DilocoConfig {
 class DilocoOuter {
  public:
   // Outer state for [begin, end): theta_global = params[begin, end) (params indexed by flat
-  // offset), v = 0.
-  DilocoOuter(const DilocoConfig& config, const float* params, int64_t begin, int64_t end);
+  // offset), v = 0, residual 0. kDctTopk needs the layout ([begin, end) whole tensors of it).
+  DilocoOuter(const DilocoConfig& config, const float* params, int64_t begin, int64_t end,
+              const ParamLayout* layout = nullptr);
+  ~DilocoOuter();
 
   // Collective over comm. params[begin, end) holds theta_local on entry and the new
   // theta_global on return. Throws PayloadError / CommError on a bad payload or failed
-  // collective; the state is unchanged then.
+  // collective; the state is unchanged then, except kDctTopk's residual, which already holds
+  // this Delta (the run stops on such an error).
   void outer_step(float* params, Communicator& comm);
   // The same step with the payloads exchanged through the store (quorum_exchange.h): the mean
   // is over the members only, which it returns. Every replica, member or not, ends with the
@@ -64,7 +78,7 @@ class DilocoOuter {
   void pseudo_gradient(const float* params, float* delta) const;
   void apply_mean(const float* mean_delta, float* params);
 
-  // This rank's message: 4n bytes (kF32) or the int8 payload size.
+  // This rank's message: 4n bytes (kF32), the int8 or the dct top-k payload size.
   int64_t payload_bytes() const;
   // Bytes this rank sends and receives in one outer_step().
   Traffic bytes_per_step(int world, int rank) const;
@@ -74,15 +88,25 @@ class DilocoOuter {
 
   // "diloco.global" and (if momentum > 0) "diloco.momentum" over [begin, end).
   std::vector<StateView> state_tensors();
+  // kDctTopk: "diloco.residual" over [begin, end), this replica's error feedback; else none.
+  std::vector<StateView> local_state_tensors();
+  const float* residual() const { return residual_.data(); }
   const float* global() const { return global_.data(); }
   int64_t begin() const { return begin_; }
   int64_t end() const { return end_; }
 
  private:
+  // delta_ (Delta_i) -> the bytes this replica sends (for kF32 delta_ itself).
+  const uint8_t* encode_delta();
+  void validate_payload(const uint8_t* p, int64_t bytes, int from);
+  void decode_add(const uint8_t* p, float* sum);
+
   DilocoConfig config_;
   int64_t begin_, end_;
   std::vector<float> global_, momentum_, delta_;
   Int8Codec codec_;
+  std::unique_ptr<DctTopkCodec> dct_;  // kDctTopk only
+  std::vector<float> residual_;        // kDctTopk only: e_i
   std::vector<uint8_t> payload_, gathered_;
 };
 

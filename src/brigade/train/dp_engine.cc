@@ -1,0 +1,252 @@
+// The data-parallel step. Each step: zero the gradients, run grad_accum micro-steps of forward
+// + backward (each scaled by 1/grad_accum; under data parallelism gradient buckets are reduced
+// while backward runs), then agree on the mean loss and the global gradient norm. How replicas
+// agree (DDP or a ZeRO stage, parallel.zero; or a low-communication method, sync.method) is the
+// DpStrategy's business (parallel/dp_strategy.h, sync/replica_sync.h).
+#include "brigade/train/dp_engine.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <thread>
+
+#include "brigade/base/error.h"
+#include "brigade/monitor/timer.h"
+#include "brigade/sync/lowcomm/common.h"
+#include "brigade/sync/optimizer.h"
+#include "brigade/sync/replica_sync.h"
+#include "brigade/train/model_factory.h"
+#include "brigade/train/sync_strategy.h"
+
+namespace brigade {
+
+namespace {
+
+// Test hook: BRIGADE_FAULT_SLOW_RANK=r with BRIGADE_FAULT_SLOW_MS=t makes rank r sleep t ms in
+// every forward, as a rank on a slower or busier machine would (straggler detection).
+double injected_slow_s(int rank) {
+  const char* r = std::getenv("BRIGADE_FAULT_SLOW_RANK");
+  const char* ms = std::getenv("BRIGADE_FAULT_SLOW_MS");
+  if (!r || !ms || std::atoi(r) != rank) return 0;
+  return std::atof(ms) / 1e3;
+}
+
+// What a checkpoint records about how replicas were synced, and the check that a resume can
+// use it: replica-local state (sync/replica_sync.h) is saved per replica, so a low-communication
+// method resumes only with the same method and number of replicas. DDP and ZeRO checkpoints hold
+// no per-replica state and resume each other at any size.
+nlohmann::json sync_record(const Config& config, int64_t replicas) {
+  return {{"method", config.sync.method}, {"replicas", replicas}};
+}
+
+void check_sync_record(const nlohmann::json& saved, const Config& config, int64_t replicas,
+                       const std::string& dir) {
+  const std::string method =
+      saved.contains("method") ? saved.at("method").get<std::string>() : "ddp";
+  const int64_t saved_replicas =
+      saved.contains("replicas") ? saved.at("replicas").get<int64_t>() : replicas;
+  if (method == "ddp" && config.sync.method == "ddp") return;
+  if (method == config.sync.method && saved_replicas == replicas) return;
+  throw ConfigError(fmt::format(
+      "{} was written with sync.method = \"{}\" on {} replicas; this run has sync.method = "
+      "\"{}\" on {}. Low-communication methods keep state per replica, so resume with the same "
+      "method and number of processes, or start afresh with run.resume = \"never\"",
+      dir, method, saved_replicas, config.sync.method, replicas));
+}
+
+class DpEngine final : public TrainEngine {
+ public:
+  DpEngine(TrainContext& ctx, int64_t dp)
+      : ctx_(ctx),
+        config_(ctx.config),
+        group_(ctx.group),
+        rank_(ctx.rank),
+        dp_size_(dp),
+        model_(make_model(config_.model, config_.train.micro_batch)),
+        sync_(make_sync_strategy(config_, group_.world.get(), *model_, group_.world_options.store,
+                                 [this](const std::string& line) { ctx_.log.line(line); })),
+        replica_(dynamic_cast<ReplicaSync*>(sync_.get())),
+        loader_(*ctx.data.train, SamplerOptions{.seed = static_cast<uint64_t>(config_.run.seed),
+                                                .micro_batch = config_.train.micro_batch,
+                                                .grad_accum = config_.train.grad_accum,
+                                                .dp_size = dp_size_,
+                                                .dp_rank = rank_}),
+        batch_(loader_.make_batch()),
+        eval_batch_(ctx.data.val->make_batch(config_.train.micro_batch)),
+        slow_s_(injected_slow_s(rank_)) {}
+
+  void log_layout() override {
+    ctx_.log.info("run folder {}; process {} of {} ({}), data parallel over {}{}", ctx_.folder.root,
+                  rank_, group_.size(), group_.env.source, dp_size_,
+                  sync_->zero_stage() > 0 ? fmt::format(" with ZeRO-{}", sync_->zero_stage())
+                  : config_.parallel.zero > 0 && dp_size_ == 1
+                      ? " (parallel.zero ignored: one process has nothing to shard)"
+                      : "");
+    ctx_.log.info("replicas sync by {}{}", describe_sync(config_.sync, config_.parallel),
+                  config_.sync.method != "ddp" && !replica_
+                      ? " (ignored: one process has no replica to sync with; plain local training)"
+                      : "");
+  }
+
+  void log_model() override {
+    ctx_.log.info(
+        "model {}: {} parameters; optimizer {}; {} steps x {} micro-batches x {} ranks x {} "
+        "examples{}",
+        config_.model.kind, model_->num_params(), config_.train.optimizer, config_.train.steps,
+        config_.train.grad_accum, dp_size_, config_.train.micro_batch,
+        config_.model.kind == "gpt" ? fmt::format(" of {} tokens", config_.context()) : "");
+  }
+
+  void initialize(uint64_t seed) override { model_->initialize(seed); }
+  int64_t examples_per_step() const override {
+    return config_.train.micro_batch * config_.train.grad_accum * dp_size_;
+  }
+  DataLoader& loader() override { return loader_; }
+
+  StepGradients compute_gradients(int64_t step) override {
+    const int64_t accum = config_.train.grad_accum;
+    Stopwatch busy;
+    sync_->start_step();
+    double loss = 0;
+    for (int64_t j = 0; j < accum; ++j) {
+      loader_.next(batch_, step, j);
+      if (slow_s_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slow_s_));
+      loss += model_->forward(batch_);
+      sync_->before_backward(j == accum - 1);
+      model_->backward(batch_, 1.0f / static_cast<float>(accum));
+    }
+    // Own compute only: what follows waits for the other ranks' gradients.
+    const double busy_s = busy.seconds();
+    exposed_comm_s_ = sync_->finish_gradients();
+    double norm = 0;
+    if (replica_) {
+      // Loss and squared norm in one all-reduce (none when replicas step independently).
+      float mean_loss = static_cast<float>(loss / static_cast<double>(accum));
+      norm = std::sqrt(replica_->reduce_step_scalars(&mean_loss));
+      loss = mean_loss;
+    } else {
+      float mean_loss = static_cast<float>(loss / static_cast<double>(accum));
+      if (group_.world) group_.world->all_reduce(&mean_loss, 1, ReduceOp::kAvg);
+      loss = mean_loss;
+      // Collective under ZeRO (each rank holds one shard of the gradient), so every rank takes
+      // it before deciding anything from it.
+      norm = std::sqrt(sync_->grad_sum_squares());
+    }
+    return {.loss = loss, .norm = norm, .busy_s = busy_s};
+  }
+
+  void scale_grads(float scale) override { sync_->scale_grads(scale); }
+  void apply_update(float lr, int64_t updates) override { sync_->step(lr, updates); }
+
+  void add_step_metrics(nlohmann::json& rec, bool applied, int64_t updates, bool last,
+                        const Traffic& loop_traffic) override {
+    if (group_.world) rec["comm_exposed_ms"] = exposed_comm_s_ * 1e3;
+    if (const MoeTotals moe = model_->take_moe_totals(); !moe.empty()) {
+      // Rank 0's micro-batches: the aux part of `loss`, assignments over capacity, and the
+      // mean over MoE layers of max expert load / mean load (1 = balanced).
+      rec["moe_aux_loss"] = moe.mean_aux_term();
+      rec["moe_dropped_pct"] = moe.dropped_pct();
+      rec["moe_load_imbalance"] = moe.mean_imbalance();
+    }
+    if (!replica_) return;
+    // Bytes by formula: the loss and norm all-reduce and the method's exchange, the loop's own
+    // (the straggler all-gather); on the last step also the final sync of replicas that drift
+    // (DiLoCo).
+    Traffic formula = replica_->step_traffic(applied, updates) + loop_traffic;
+    if (last) formula = formula + replica_->finish_training(updates);
+    formula_total_ = formula_total_ + formula;
+    rec["comm_formula_sent_bytes"] = formula.sent;
+    rec["comm_formula_recv_bytes"] = formula.received;
+    rec["comm_formula_rounds"] = formula.rounds;
+  }
+
+  bool replicas_wait_each_step() const override {
+    return !replica_ || !replica_->method().independent_steps();
+  }
+
+  // Ranks evaluate different numbers of batches, so parameters sharded by ZeRO-3 are gathered
+  // once for the whole pass instead of layer by layer (which would need every rank's forwards).
+  EvalSums evaluate() override {
+    sync_->begin_full_params();
+    EvalSums sums =
+        brigade::evaluate(*model_, *ctx_.data.val, eval_batch_, config_.train.micro_batch,
+                          config_.train.eval_batches, rank_, dp_size_);
+    sync_->end_full_params();
+    if (group_.world) {
+      float v[3] = {static_cast<float>(sums.loss_sum), static_cast<float>(sums.examples),
+                    static_cast<float>(sums.correct)};
+      group_.world->all_reduce(v, 3, ReduceOp::kSum);
+      sums = EvalSums{.loss_sum = v[0], .examples = v[1], .correct = v[2]};
+    }
+    return sums;
+  }
+
+  std::vector<StatePiece> checkpoint_pieces() override { return sync_->checkpoint_pieces(); }
+  nlohmann::json checkpoint_mesh() const override {
+    return {{"dp", dp_size_}, {"zero", sync_->zero_stage()}, {"sync", config_.sync.method}};
+  }
+  nlohmann::json checkpoint_extra() const override {
+    return {{"sync", sync_record(config_, dp_size_)}};
+  }
+  void check_resume(const SavedState& s, const std::string& dir) const override {
+    check_sync_record(s.extra.contains("sync") ? s.extra.at("sync") : nlohmann::json::object(),
+                      config_, dp_size_, dir);
+  }
+  void after_restore(bool resumed) override { sync_->after_restore(resumed); }
+
+  std::optional<OpCounters> comm_totals() override {
+    if (!group_.world) return std::nullopt;
+    return group_.world->stats().total();
+  }
+
+  void add_summary(nlohmann::json& summary) override {
+    summary["sync_method"] = config_.sync.method;
+    if (const MoeTotals moe = model_->moe_run_totals(); !moe.empty()) {
+      summary["moe_dropped_pct"] = moe.dropped_pct();  // this invocation's steps, rank 0
+      summary["moe_load_imbalance"] = moe.mean_imbalance();
+      summary["moe_load_imbalance_max"] = moe.imbalance_max;
+    }
+    if (group_.world) summary["comm"] = group_.world->stats().summary();
+    if (replica_) {
+      summary["comm_formula_sent_bytes"] = formula_total_.sent;
+      summary["comm_formula_recv_bytes"] = formula_total_.received;
+    }
+  }
+
+ private:
+  TrainContext& ctx_;
+  const Config& config_;
+  ProcessGroup& group_;
+  int rank_;
+  int64_t dp_size_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<DpStrategy> sync_;  // DDP, ZeRO or ReplicaSync; owns this rank's optimizer
+  ReplicaSync* replica_;              // sync_ when sync.method is not "ddp", else null
+  DataLoader loader_;
+  Batch batch_;
+  Batch eval_batch_;
+  double slow_s_;
+  double exposed_comm_s_ = 0;
+  Traffic formula_total_;  // replica sync: bytes by formula over this invocation's steps
+};
+
+}  // namespace
+
+int64_t dp_degree(const Config& config, const ProcessGroup& group) {
+  const int64_t dp = config.parallel.dp == 0 ? group.size() : config.parallel.dp;
+  if (dp != group.size()) {
+    throw ConfigError(
+        fmt::format("parallel.dp = {}: the job has {} processes (dp = 0 uses them "
+                    "all)",
+                    config.parallel.dp, group.size()));
+  }
+  return dp;
+}
+
+std::unique_ptr<TrainEngine> make_dp_engine(TrainContext& ctx, int64_t dp) {
+  return std::make_unique<DpEngine>(ctx, dp);
+}
+
+}  // namespace brigade

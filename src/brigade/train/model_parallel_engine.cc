@@ -1,0 +1,445 @@
+// The model-parallel step. The world is the mesh pp x dp x ep x tp (comm/mesh.h, tp fastest);
+// this rank holds the v pipeline chunks c = 0..v-1 (global stages c * pp + pp_rank) as its tp
+// shard, and of every mixture-of-experts block only the experts of its ep coordinate. The data
+// replicas are the dp x ep ranks of one (pp, tp) position ("ep is carved out of dp"): replica
+// q = dp_rank * ep + ep_rank. Per step:
+//   1. data: micro-batches 0..m-1 of replica q's slice of the global batch (the sampler's
+//      replica index and count, so the tp and pp peers of a replica read the same examples);
+//   2. forward/backward of the m micro-batches through the schedule (PipelineExecutor), the
+//      tp collectives inside each stage and the ep all-to-alls inside each MoE block; a stage's
+//      loss is its part of the mean over the replica's batch (the cross-entropy on the last,
+//      each MoE block's aux term where the block is);
+//   3. the tied wte's two copies summed over the embedding group (tied_embedding.h);
+//   4. gradients averaged chunk by chunk (bucketed all-reduces): expert tensors over dp (the
+//      ranks holding the same experts), everything else over dp x ep (stage_grad_sync.h);
+//   5. the global gradient norm: each chunk's tp-aware sum of squares (the tied copy counted
+//      once, expert squares summed over ep), summed over the pp axis; the loss summed over pp
+//      and averaged over the replicas. Clipping and the optimizer on each chunk (per-tensor
+//      weight decay from the chunk's layout) follow when the loop decides to apply the update.
+//      With parallel.zero = 1 (ep = 1) each dp rank steps, and keeps optimizer state for, only
+//      its own whole tensors of the chunk, then the chunk is all-gathered over dp
+//      (dp_shard_update.h). With parallel.zero = 2 step 4 is a reduce-scatter over dp instead
+//      (each rank receives its own tensors' average) and step 5 sums the ranks' squares over dp.
+// Evaluation runs forward only, stage by stage. Checkpoints are the loop's sharded ones: each
+// tp shard is a region of the full GPT-2-named tensor (tp_state_pieces.h), so nothing is
+// gathered and a checkpoint loads under any other tp x pp x dp layout.
+#include "brigade/train/model_parallel_engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "brigade/base/check.h"
+#include "brigade/base/error.h"
+#include "brigade/comm/mesh.h"
+#include "brigade/model/gpt_stage.h"
+#include "brigade/parallel/expert/stage_grad_sync.h"
+#include "brigade/parallel/pipeline/executor.h"
+#include "brigade/parallel/pipeline/tied_embedding.h"
+#include "brigade/parallel/tensor/tp_layout.h"
+#include "brigade/sync/optimizer.h"
+#include "brigade/train/dp_shard_update.h"
+#include "brigade/train/model_factory.h"
+#include "brigade/train/tp_state_pieces.h"
+
+namespace brigade {
+
+namespace {
+
+// Tags of the forward-only evaluation pass, above every training tag (schedule.h uses
+// activation_tag / gradient_tag below 2^24 for any realistic m and stage count).
+constexpr uint32_t kEvalTagBase = 1u << 30;
+// Floats per gradient all-reduce over dp: big enough to amortise, small enough to pipeline.
+constexpr int64_t kDpBucketFloats = 1 << 18;
+
+// The chunk's layout without the tied copy of wte (the last tensor of a last stage that is not
+// also the first), for the global norm, where wte must count once.
+ParamLayout norm_layout_of(const GptStage& stage) {
+  ParamLayout out;
+  for (const ParamSpec& s : stage.layout().specs()) {
+    if (stage.holds_tied_copy() && s.name == "wte.weight") continue;
+    out.add(s);
+  }
+  BRIGADE_CHECK(!stage.holds_tied_copy() || out.total() == stage.wte_offset())
+      << "wte must be the last tensor of the last stage";
+  return out;
+}
+
+class ModelParallelEngine final : public TrainEngine {
+ public:
+  ModelParallelEngine(TrainContext& ctx, HybridLayout layout);
+
+  void log_layout() override {
+    ctx_.log.info(
+        "run folder {}; process {} of {} ({}); hybrid mesh {}; this rank: pp {} dp {} ep {} tp {}",
+        ctx_.folder.root, ctx_.rank, ctx_.group.size(), ctx_.group.env.source, layout_.to_string(),
+        pp_rank_, dp_rank_, ep_rank_, tp_rank_);
+  }
+  void log_model() override {
+    int64_t held = 0;
+    for (const GptStage& c : chunks_) held += c.num_params();
+    ctx_.log.info(
+        "model gpt: {} parameters on this rank; optimizer {}; {} steps x {} micro-batches x "
+        "{} replicas x {} examples of {} tokens",
+        held, config_.train.optimizer, config_.train.steps, layout_.micro_batches, replicas_,
+        config_.train.micro_batch, config_.model.seq_len);
+    ctx_.log.info("optimizer state: {} floats on this rank{}", state_floats(),
+                  zero_ > 0 ? fmt::format(" (ZeRO-{} over dp = {}: its own tensors of each chunk)",
+                                          zero_, layout_.shape.dp)
+                  : config_.parallel.zero > 0
+                      ? " (parallel.zero ignored: dp = 1 has nothing to shard)"
+                      : "");
+  }
+  // Initialisation is per tensor name and element, so every rank's shard starts from the
+  // single-process model's values and the two wte copies agree without communication.
+  void initialize(uint64_t seed) override {
+    for (GptStage& c : chunks_) c.initialize(seed);
+  }
+  int64_t examples_per_step() const override {
+    return config_.train.micro_batch * layout_.micro_batches * replicas_;
+  }
+  DataLoader& loader() override { return loader_; }
+
+  StepGradients compute_gradients(int64_t step) override;
+  void scale_grads(float scale) override;
+  void apply_update(float lr, int64_t updates) override;
+  void add_step_metrics(nlohmann::json& rec, bool, int64_t, bool, const Traffic&) override;
+
+  EvalSums evaluate() override;
+
+  std::vector<StatePiece> checkpoint_pieces() override;
+  nlohmann::json checkpoint_mesh() const override {
+    return {{"pp", layout_.shape.pp},
+            {"dp", layout_.shape.dp},
+            {"ep", layout_.shape.ep},
+            {"tp", layout_.shape.tp}};
+  }
+  nlohmann::json checkpoint_extra() const override {
+    return {{"hybrid",
+             {{"pp", layout_.shape.pp},
+              {"dp", layout_.shape.dp},
+              {"ep", layout_.shape.ep},
+              {"tp", layout_.shape.tp},
+              {"schedule", config_.parallel.schedule},
+              {"v", layout_.virtual_stages}}}};
+  }
+  // Optimizer state is saved per tensor ("adamw.m/<name>"), which a data-parallel checkpoint
+  // (flat state tensors) does not have.
+  void check_resume(const SavedState& saved, const std::string& dir) const override {
+    if (!saved.extra.contains("hybrid")) {
+      throw CheckpointError(fmt::format("{} was not written by a model-parallel run", dir));
+    }
+  }
+  void after_restore(bool) override {}
+
+  void add_provenance(nlohmann::json& p) const override { p["mesh"] = layout_.to_string(); }
+  std::optional<OpCounters> comm_totals() override;
+  void add_summary(nlohmann::json& summary) override;
+
+ private:
+  void fill_step_batch(int64_t step);
+  // This step's (or, run = true, this invocation's) routing totals of every MoE block of the
+  // pipeline: the chunks' totals merged, then summed over pp (max for the peak imbalance).
+  MoeTotals pipeline_moe_totals(bool run);
+  int64_t state_floats();
+
+  int zero_;  // the ZeRO stage on dp: parallel.zero (1 or 2) when dp > 1, else 0
+
+  TrainContext& ctx_;
+  const Config& config_;
+  HybridLayout layout_;
+  Mesh mesh_;
+  Communicator* pp_;
+  Communicator* dp_;
+  Communicator* ep_;             // null when ep = 1
+  Communicator* replicas_comm_;  // dp x ep: the data replicas (comm(kDP) when ep = 1)
+  TpContext tp_;
+  std::unique_ptr<Communicator> embedding_;
+  int pp_rank_, dp_rank_, ep_rank_, tp_rank_;
+  int replica_, replicas_;  // this rank's replica index dp_rank * ep + ep_rank, and dp * ep
+  bool has_moe_;
+  DataLoader loader_;
+  Batch batch_;
+  std::vector<int32_t> tokens_, targets_;  // the replica's m micro-batches, (m B T)
+  std::vector<GptStage> chunks_;
+  std::vector<GptStage*> chunk_ptrs_;
+  std::vector<ParamLayout> norm_layouts_;
+  std::vector<ParamLayout> owned_norm_layouts_;          // ZeRO-2: each norm layout's owned tensors
+  std::vector<std::unique_ptr<DpShardUpdate>> updates_;  // per chunk
+  std::unique_ptr<PipelineExecutor> executor_;
+  double last_bubble_ = 0;
+};
+
+ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
+    : zero_(layout.shape.dp > 1 ? static_cast<int>(ctx.config.parallel.zero) : 0),
+      ctx_(ctx),
+      config_(ctx.config),
+      layout_(std::move(layout)),
+      mesh_(layout_.shape, ctx.group.world_options),
+      pp_((mesh_.init_comms(), &mesh_.comm(MeshAxis::kPP))),
+      dp_(&mesh_.comm(MeshAxis::kDP)),
+      ep_(layout_.shape.ep > 1 ? &mesh_.comm(MeshAxis::kEP) : nullptr),
+      replicas_comm_(&mesh_.replica_comm()),
+      pp_rank_(mesh_.coord(MeshAxis::kPP)),
+      dp_rank_(mesh_.coord(MeshAxis::kDP)),
+      ep_rank_(mesh_.coord(MeshAxis::kEP)),
+      tp_rank_(mesh_.coord(MeshAxis::kTP)),
+      replica_(dp_rank_ * layout_.shape.ep + ep_rank_),
+      replicas_(layout_.shape.dp * layout_.shape.ep),
+      has_moe_(config_.model.n_experts > 0),
+      loader_(*ctx.data.train, SamplerOptions{.seed = static_cast<uint64_t>(config_.run.seed),
+                                              .micro_batch = config_.train.micro_batch,
+                                              .grad_accum = config_.train.grad_accum,
+                                              .dp_size = replicas_,
+                                              .dp_rank = replica_}),
+      batch_(loader_.make_batch()) {
+  if (layout_.shape.tp > 1) {
+    tp_ = TpContext{.comm = &mesh_.comm(MeshAxis::kTP),
+                    .sequence_parallel = layout_.sequence_parallel};
+  }
+  embedding_ = create_embedding_group(ctx.group.world_options, mesh_);
+  const GptConfig gpt = gpt_config(config_.model);
+  const int64_t B = config_.train.micro_batch;
+  const int m = layout_.micro_batches;
+  tokens_.assign(static_cast<size_t>(m * B * gpt.seq_len), 0);
+  targets_.assign(tokens_.size(), -1);
+  chunks_.reserve(static_cast<size_t>(layout_.virtual_stages));
+  for (int c = 0; c < layout_.virtual_stages; ++c) {
+    const int stage = c * layout_.shape.pp + pp_rank_;
+    chunks_.emplace_back(GptStageConfig{.model = gpt,
+                                        .first_layer = layout_.stage_bounds[stage],
+                                        .end_layer = layout_.stage_bounds[stage + 1],
+                                        .micro_batch = B},
+                         tp_, ep_);
+  }
+  const OptimizerConfig opt = optimizer_config(config_.train);
+  std::vector<PipelineStage*> stages;
+  for (GptStage& c : chunks_) {
+    chunk_ptrs_.push_back(&c);
+    stages.push_back(&c);
+    norm_layouts_.push_back(norm_layout_of(c));
+    // Config validation allows zero = 1 only with ep = 1, where dp_ holds the same tensors.
+    BRIGADE_CHECK(zero_ <= 2 && (zero_ == 0 || layout_.shape.ep == 1))
+        << "ZeRO-" << zero_ << " with ep " << layout_.shape.ep;
+    updates_.push_back(
+        std::make_unique<DpShardUpdate>(opt, c.layout(), zero_ > 0 ? dp_ : nullptr, zero_ == 2));
+    if (zero_ == 2)
+      owned_norm_layouts_.push_back(updates_.back()->owned_part(norm_layouts_.back()));
+  }
+  executor_ = std::make_unique<PipelineExecutor>(
+      *pp_,
+      build_schedule(layout_.schedule, {.ranks = layout_.shape.pp,
+                                        .micro_batches = m,
+                                        .virtual_stages = layout_.virtual_stages}),
+      stages);
+}
+
+void ModelParallelEngine::fill_step_batch(int64_t step) {
+  const int64_t n = config_.train.micro_batch * config_.model.seq_len;
+  for (int j = 0; j < layout_.micro_batches; ++j) {
+    loader_.next(batch_, step, j);
+    std::copy_n(batch_.tokens.begin(), n, tokens_.begin() + j * n);
+    std::copy_n(batch_.targets.begin(), n, targets_.begin() + j * n);
+  }
+  for (GptStage& c : chunks_) c.set_batch(tokens_.data(), targets_.data(), layout_.micro_batches);
+}
+
+StepGradients ModelParallelEngine::compute_gradients(int64_t step) {
+  fill_step_batch(step);
+  for (GptStage& c : chunks_) c.zero_grads();
+  const StepStats stats = executor_->run_step();
+  last_bubble_ = stats.bubble();
+  sum_tied_embedding_grads(embedding_.get(), chunk_ptrs_);
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    if (zero_ == 2) {
+      updates_[c]->reduce_scatter_grads(chunks_[c].grads());
+    } else {
+      average_stage_grads(chunks_[c], *dp_, *replicas_comm_, kDpBucketFloats);
+    }
+  }
+  // [stage losses, sum of squares]: summed over pp (one all-reduce), then the loss averaged
+  // over the replicas (the squares are equal across them after the averages above). A stage's
+  // loss is its part of the replica's mean loss: the cross-entropy on the last stage, the MoE
+  // aux terms where MoE blocks are, 0 elsewhere. Under ZeRO-2 (ep = 1) a rank holds the average
+  // of its own tensors only: squares over those (tp-aware), summed over dp.
+  double squares = 0;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    squares += zero_ == 2 ? sum_of_squares_full(tp_, owned_norm_layouts_[c],
+                                                chunks_[c].grads() + updates_[c]->begin())
+                          : stage_grad_squares(chunks_[c], norm_layouts_[c], tp_, ep_);
+  }
+  float v[2] = {stats.loss, static_cast<float>(squares)};
+  pp_->all_reduce(v, 2, ReduceOp::kSum);
+  if (zero_ == 2) dp_->all_reduce(v + 1, 1, ReduceOp::kSum);
+  replicas_comm_->all_reduce(v, 1, ReduceOp::kAvg);
+  // busy_s: the executor's time inside this rank's stage forwards and backwards.
+  return {.loss = v[0], .norm = std::sqrt(static_cast<double>(v[1])), .busy_s = stats.busy_s};
+}
+
+void ModelParallelEngine::scale_grads(float scale) {
+  for (GptStage& c : chunks_) {
+    float* g = c.grads();
+    for (int64_t i = 0; i < c.num_params(); ++i) g[i] *= scale;
+  }
+}
+
+void ModelParallelEngine::apply_update(float lr, int64_t updates) {
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    updates_[c]->step(chunks_[c].params(), chunks_[c].grads(), lr, updates);
+  }
+}
+
+// Forward only, stage by stage: global stage g runs on pipeline rank g % pp (chunk g / pp),
+// receiving its input from the rank of stage g - 1. Validation batch k goes to replica
+// k % replicas; a partial last batch is padded with ignored targets and weighted by its
+// examples. MoE forwards are collective over ep, so every replica runs the same number of
+// rounds: one whose batch index is past the end repeats the last batch with weight 0. The
+// reported loss is the task loss (the last stage's MoE aux term taken out).
+EvalSums ModelParallelEngine::evaluate() {
+  const int64_t B = config_.train.micro_batch, T = config_.model.seq_len;
+  const int pp = layout_.shape.pp;
+  const int stages = pp * layout_.virtual_stages;
+  EvalIterator it(*ctx_.data.val, B, config_.train.eval_batches);
+  Batch batch = it.make_batch();
+  std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
+  std::vector<float> in, out, saved;
+  double sums[2] = {0, 0};  // loss sum, examples
+  const int64_t batches = it.num_batches();
+  const int64_t rounds = (batches + replicas_ - 1) / replicas_;
+  for (int64_t round = 0; round < rounds; ++round) {
+    const int64_t k = round * replicas_ + replica_;
+    const bool counted = k < batches;
+    it.fill(batch, counted ? k : batches - 1);
+    const int64_t n = batch.size * T;
+    std::fill(tokens.begin(), tokens.end(), 0);
+    std::fill(targets.begin(), targets.end(), -1);
+    std::copy_n(batch.tokens.begin(), n, tokens.begin());
+    std::copy_n(batch.targets.begin(), n, targets.begin());
+    for (int g = 0; g < stages; ++g) {
+      if (g % pp != pp_rank_) continue;
+      GptStage& c = chunks_[static_cast<size_t>(g / pp)];
+      c.set_batch(tokens.data(), targets.data(), 1);
+      in.resize(static_cast<size_t>(c.input_floats()));
+      out.resize(static_cast<size_t>(c.output_floats()));
+      saved.resize(static_cast<size_t>(c.saved_floats()));
+      if (g > 0) {
+        pp_->recv_async(in.data(), c.input_floats() * 4, (g - 1) % pp, kEvalTagBase + g)->wait();
+      }
+      const float loss = c.forward(0, in.data(), out.data(), saved.data());
+      if (g + 1 < stages) {
+        pp_->send_async(out.data(), c.output_floats() * 4, (g + 1) % pp, kEvalTagBase + g + 1)
+            ->wait();
+      } else if (tp_rank_ == 0 && counted) {
+        const double task_loss = static_cast<double>(loss) - static_cast<double>(c.aux_loss());
+        sums[0] += task_loss * static_cast<double>(batch.size);
+        sums[1] += static_cast<double>(batch.size);
+      }
+    }
+  }
+  float v[2] = {static_cast<float>(sums[0]), static_cast<float>(sums[1])};
+  ctx_.group.world->all_reduce(v, 2, ReduceOp::kSum);
+  return EvalSums{.loss_sum = v[0], .examples = v[1]};
+}
+
+// Parameters and every optimizer state buffer of each chunk, as tp-shard regions of the full
+// tensors; optimizer state under "<state>/<tensor>" ("adamw.m/h.0.ln_1.weight"). Under ZeRO-1
+// a rank declares the state of its own tensors only; the dp ranks together declare the same
+// pieces as one unsharded rank, so the checkpoint is the same whatever parallel.zero.
+std::vector<StatePiece> ModelParallelEngine::checkpoint_pieces() {
+  std::vector<StatePiece> out;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    GptStage& chunk = chunks_[c];
+    for (StatePiece& p : tp_state_pieces(chunk.layout(), chunk.params())) out.push_back(p);
+    for (StatePiece& p : updates_[c]->state_pieces()) out.push_back(p);
+  }
+  return out;
+}
+
+int64_t ModelParallelEngine::state_floats() {
+  int64_t n = 0;
+  for (auto& u : updates_) n += u->state_floats();
+  return n;
+}
+
+MoeTotals ModelParallelEngine::pipeline_moe_totals(bool run) {
+  MoeTotals t;
+  for (GptStage& c : chunks_) t.merge_stage(run ? c.moe_run_totals() : c.take_moe_totals());
+  if (layout_.shape.pp == 1) return t;
+  // Every rank of the pipeline, in the same order: sums, then the peak.
+  float sums[5] = {static_cast<float>(t.layer_forwards), static_cast<float>(t.assignments),
+                   static_cast<float>(t.dropped), static_cast<float>(t.aux_term),
+                   static_cast<float>(t.imbalance_sum)};
+  pp_->all_reduce(sums, 5, ReduceOp::kSum);
+  float peak = static_cast<float>(t.imbalance_max);
+  pp_->all_reduce(&peak, 1, ReduceOp::kMax);
+  t.layer_forwards = static_cast<int64_t>(sums[0]);
+  t.assignments = static_cast<int64_t>(sums[1]);
+  t.dropped = static_cast<int64_t>(sums[2]);
+  t.aux_term = sums[3];
+  t.imbalance_sum = sums[4];
+  t.imbalance_max = peak;
+  return t;
+}
+
+// As the data-parallel engine records them (dp_engine.cc): this replica's micro-batches.
+void ModelParallelEngine::add_step_metrics(nlohmann::json& rec, bool, int64_t, bool,
+                                           const Traffic&) {
+  rec["pipeline_bubble"] = last_bubble_;
+  if (!has_moe_) return;
+  const MoeTotals moe = pipeline_moe_totals(false);
+  rec["moe_aux_loss"] = moe.mean_aux_term();
+  rec["moe_dropped_pct"] = moe.dropped_pct();
+  rec["moe_load_imbalance"] = moe.mean_imbalance();
+}
+
+void ModelParallelEngine::add_summary(nlohmann::json& summary) {
+  summary["mesh"] = layout_.to_string();
+  summary["zero"] = zero_;
+  // Optimizer-state floats per rank (world order), so the 1/dp saving of ZeRO-1 is visible.
+  const int64_t mine = state_floats();
+  std::vector<int64_t> all(static_cast<size_t>(ctx_.group.size()));
+  ctx_.group.world->all_gather_bytes(reinterpret_cast<const uint8_t*>(&mine),
+                                     reinterpret_cast<uint8_t*>(all.data()), sizeof(int64_t));
+  summary["optimizer_state_floats"] = all;
+  if (!has_moe_) return;
+  const MoeTotals moe = pipeline_moe_totals(true);
+  summary["moe_dropped_pct"] = moe.dropped_pct();
+  summary["moe_load_imbalance"] = moe.mean_imbalance();
+  summary["moe_load_imbalance_max"] = moe.imbalance_max;
+}
+
+std::optional<OpCounters> ModelParallelEngine::comm_totals() {
+  OpCounters sum;
+  auto add = [&](const Communicator& c) {
+    const OpCounters t = c.stats().total();
+    sum.calls += t.calls;
+    sum.bytes_sent += t.bytes_sent;
+    sum.bytes_received += t.bytes_received;
+    sum.rounds += t.rounds;
+  };
+  add(*ctx_.group.world);
+  for (MeshAxis a : kMeshAxes) add(mesh_.comm(a));
+  if (layout_.shape.ep > 1) add(*replicas_comm_);
+  if (embedding_) add(*embedding_);
+  return sum;
+}
+
+}  // namespace
+
+HybridLayout model_parallel_layout(const Config& config, const ProcessGroup& group) {
+  if (!group.world) {
+    throw ConfigError(fmt::format(
+        "parallel.tp = {}, parallel.pp = {} need tp x pp processes; this is one process (start it "
+        "with brigade launch --nproc N)",
+        config.parallel.tp, config.parallel.pp));
+  }
+  return resolve_hybrid_layout(config, group.size());
+}
+
+std::unique_ptr<TrainEngine> make_model_parallel_engine(TrainContext& ctx, HybridLayout layout) {
+  return std::make_unique<ModelParallelEngine>(ctx, std::move(layout));
+}
+
+}  // namespace brigade

@@ -1,0 +1,315 @@
+#include "brigade/train/training_loop.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+
+#include "brigade/base/error.h"
+#include "brigade/monitor/metrics.h"
+#include "brigade/monitor/progress.h"
+#include "brigade/monitor/timer.h"
+#include "brigade/sync/grad_clip.h"
+#include "brigade/sync/lr_schedule.h"
+#include "brigade/train/straggler_watch.h"
+
+namespace brigade {
+
+namespace {
+
+// Test hook: BRIGADE_FAULT_NAN_STEP=N makes the loss of step N (1-based) NaN, as a diverging
+// run would, to exercise the non-finite path end to end.
+int64_t injected_nan_step() {
+  const char* v = std::getenv("BRIGADE_FAULT_NAN_STEP");
+  return v ? std::atoll(v) : -1;
+}
+
+class TrainingLoop {
+ public:
+  TrainingLoop(TrainContext& ctx, TrainEngine& engine)
+      : ctx_(ctx),
+        config_(ctx.config),
+        engine_(engine),
+        rank_(ctx.rank),
+        log_(ctx.log),
+        progress_(config_.train.log_every),
+        straggler_(ctx.group.world.get(), config_.train.straggler_threshold,
+                   engine.replicas_wait_each_step(), ctx.log) {
+    if (rank_ == 0) metrics_ = std::make_unique<MetricsWriter>(ctx.folder.metrics_path());
+    schedule_ = LrSchedule{.max_lr = static_cast<float>(config_.train.lr),
+                           .min_lr = static_cast<float>(config_.train.min_lr),
+                           .warmup = config_.train.warmup,
+                           .total = config_.train.steps};
+    schedule_.validate();
+  }
+
+  int run();
+
+ private:
+  void start_or_resume();
+  void restore();
+  bool train_step(int64_t step);  // false: the step was skipped (non-finite)
+  void eval_and_record(int64_t step, bool final);
+  void checkpoint(int64_t step);
+  void report_save(const SaveResult& result);
+  void finish_checkpoints();  // waits for the last save
+  void record(const nlohmann::json& rec) {
+    if (metrics_) metrics_->write(rec);
+  }
+  void log_progress(const std::string& line) {
+    if (line.empty() || rank_ != 0) return;
+    progress_.on_terminal() ? log_.file_only(line) : log_.line(line);
+  }
+  double tokens_per_example() const {
+    return config_.model.kind == "gpt" ? static_cast<double>(config_.context()) : 1.0;
+  }
+
+  TrainContext& ctx_;
+  const Config& config_;
+  TrainEngine& engine_;
+  int rank_;
+  Log& log_;
+  std::unique_ptr<MetricsWriter> metrics_;  // rank 0 only
+  Progress progress_;
+  LrSchedule schedule_;
+  StragglerWatch straggler_;
+  nlohmann::json provenance_;
+  nlohmann::json summary_;
+
+  int64_t start_step_ = 0;
+  int64_t updates_ = 0;
+  int64_t skipped_ = 0;
+  int64_t nan_step_ = injected_nan_step();
+  std::string last_checkpoint_ = "none";
+  std::unique_ptr<TrainingCheckpointer> ckpt_;  // after restore(): saves this rank's pieces
+  StepGradients last_;
+};
+
+// Every rank opens the newest valid checkpoint (verifying 1/N of its files) and reads the
+// regions of each tensor it holds under this run's layout, whatever layout wrote them. Then the
+// checkpointer is set up, once, with the same pieces.
+void TrainingLoop::restore() {
+  Stopwatch watch;
+  std::string dir;
+  std::optional<SavedState> saved;
+  std::vector<StatePiece> pieces = engine_.checkpoint_pieces();
+  if (config_.run.resume == "auto") {
+    auto check = [&](const SavedState& s, const std::string& d) { engine_.check_resume(s, d); };
+    saved = load_latest_checkpoint(ctx_.folder.checkpoints(), ctx_.group.world.get(), pieces, &dir,
+                                   check);
+  }
+  engine_.after_restore(saved.has_value());
+  if (saved) {
+    if (saved->extra.contains("sampler")) {
+      engine_.loader().sampler().resume_step(saved->extra.at("sampler").get<SamplerState>());
+    }
+    start_step_ = saved->step;
+    updates_ = saved->updates;
+    last_checkpoint_ = dir;
+    log_.info("resumed from {} at step {} (loaded in {:.0f} ms)", last_checkpoint_, start_step_,
+              watch.millis());
+  }
+  ckpt_ = std::make_unique<TrainingCheckpointer>(
+      TrainingCheckpointOptions{.root = ctx_.folder.checkpoints(),
+                                .keep_last = static_cast<int>(config_.train.keep_checkpoints),
+                                .async = config_.train.async_checkpoint,
+                                .tokenizer_file = ctx_.data.tokenizer_file,
+                                .mesh = engine_.checkpoint_mesh()},
+      ctx_.group.world.get(), ctx_.group.world_options, std::move(pieces));
+}
+
+void TrainingLoop::start_or_resume() {
+  engine_.log_layout();
+  log_.info("{}", ctx_.data.summary);
+  engine_.log_model();
+  engine_.initialize(static_cast<uint64_t>(config_.run.seed));
+  restore();
+  if (rank_ == 0) {
+    provenance_ = provenance(config_, ctx_.data.source_files);
+    provenance_["world_size"] = ctx_.group.size();
+    provenance_["launcher"] = ctx_.group.env.source;
+    engine_.add_provenance(provenance_);
+    write_run_manifest(ctx_.folder, provenance_);
+  }
+}
+
+bool TrainingLoop::train_step(int64_t step) {
+  last_ = engine_.compute_gradients(step);
+  if (step + 1 == nan_step_) last_.loss = std::nan("");
+  const double loss = last_.loss, norm = last_.norm;
+  if (!std::isfinite(loss) || !std::isfinite(norm)) {
+    std::string what =
+        fmt::format("non-finite {} ({}) at step {}", std::isfinite(loss) ? "gradient norm" : "loss",
+                    std::isfinite(loss) ? norm : loss, step + 1);
+    progress_.interrupt();
+    if (config_.train.on_nonfinite == "stop") {
+      finish_checkpoints();  // a save in flight may become the last good checkpoint
+      throw NonFiniteError(
+          fmt::format("{}; stopping. The last good checkpoint is {}", what, last_checkpoint_));
+    }
+    log_.info("{}; skipping this update (train.on_nonfinite = \"skip\")", what);
+    ++skipped_;
+    return false;
+  }
+  if (config_.train.grad_clip > 0) {
+    const float scale = clip_scale(norm, static_cast<float>(config_.train.grad_clip));
+    if (scale < 1.0f) engine_.scale_grads(scale);
+  }
+  ++updates_;
+  engine_.apply_update(lr_at(schedule_, step), updates_);
+  return true;
+}
+
+void TrainingLoop::eval_and_record(int64_t step, bool final) {
+  const EvalSums sums = engine_.evaluate();
+  const TrainingData& data = ctx_.data;
+  nlohmann::json rec = {{"step", step}, {"val_loss", sums.loss()}, {"val_examples", sums.examples}};
+  std::string line = fmt::format("step {}: validation loss {:.4f}", step, sums.loss());
+  if (data.tokenizer) {
+    const double bpb = sums.loss() / std::log(2.0) / data.val_bytes_per_token;
+    rec["val_bits_per_byte"] = bpb;
+    line += fmt::format(" = {:.3f} bits/byte (unigram baseline {:.3f})", bpb,
+                        data.unigram_bits_per_byte);
+    if (final) summary_["unigram_bits_per_byte"] = data.unigram_bits_per_byte;
+  }
+  if (config_.model.kind == "mlp") {
+    rec["val_accuracy"] = sums.accuracy();
+    line += fmt::format(", accuracy {:.2f}%", 100 * sums.accuracy());
+  }
+  if (final) summary_.update(rec);
+  record(rec);
+  progress_.interrupt();
+  log_.line(line);
+}
+
+// Every rank saves its own pieces (ckpt/async_save.h): with train.async_checkpoint the step
+// waits only for the copy into host memory, and the write and commit finish in the background.
+// A failed save is reported when it is found and retried by the next checkpoint.
+void TrainingLoop::checkpoint(int64_t step) {
+  SavedState state{.step = step, .updates = updates_, .extra = engine_.checkpoint_extra()};
+  state.extra["sampler"] = engine_.loader().sampler().state(step);
+  state.extra["config"] = config_.to_toml();
+  state.extra["provenance"] = provenance_;
+  const std::vector<SaveResult> done = ckpt_->save(state);
+  progress_.interrupt();
+  for (const SaveResult& r : done) report_save(r);
+  if (config_.train.async_checkpoint) {
+    log_.info("checkpoint of step {} started ({:.0f} ms blocking)", step,
+              ckpt_->last_blocking_s() * 1e3);
+  }
+}
+
+void TrainingLoop::report_save(const SaveResult& r) {
+  if (r.ok) {
+    last_checkpoint_ = r.dir;
+    log_.info("checkpoint {} ({:.0f} ms)", r.dir, r.seconds * 1e3);
+  } else {
+    log_.info(
+        "checkpoint of step {} failed: {}; {} stays the latest, the next checkpoint "
+        "retries",
+        r.step, r.error, last_checkpoint_);
+  }
+}
+
+void TrainingLoop::finish_checkpoints() {
+  if (ckpt_) {
+    if (auto r = ckpt_->wait()) report_save(*r);
+  }
+}
+
+int TrainingLoop::run() {
+  start_or_resume();
+  const TrainConfig& t = config_.train;
+  const int64_t stop = config_.run.stop_after;
+  const int64_t end = stop > 0 ? std::min(t.steps, start_step_ + stop) : t.steps;
+  const double tokens_per_step =
+      static_cast<double>(engine_.examples_per_step()) * tokens_per_example();
+  Stopwatch run_watch;
+  int64_t last_saved = start_step_;
+  for (int64_t step = start_step_; step < end; ++step) {
+    const std::optional<OpCounters> before = engine_.comm_totals();
+    Stopwatch step_watch;
+    const bool applied = train_step(step);
+    const int64_t done = step + 1;
+    const double lr = lr_at(schedule_, step);
+    nlohmann::json rec = {{"step", done},
+                          {"loss", last_.loss},
+                          {"lr", lr},
+                          {"grad_norm", last_.norm},
+                          {"skipped", !applied}};
+    const Traffic exchange = straggler_.observe(done, last_.busy_s);
+    straggler_.add_step_metrics(rec);
+    engine_.add_step_metrics(rec, applied, updates_, done == t.steps, exchange);
+    const double ms = step_watch.millis();
+    rec["tokens_per_s"] = tokens_per_step / (ms / 1e3);
+    rec["ms_per_step"] = ms;
+    if (before) {
+      // This rank's bytes (rank 0: under model parallelism the first stage, tp rank 0).
+      const OpCounters after = *engine_.comm_totals();
+      rec["comm_sent_bytes"] = after.bytes_sent - before->bytes_sent;
+      rec["comm_recv_bytes"] = after.bytes_received - before->bytes_received;
+      rec["comm_rounds"] = after.rounds - before->rounds;
+    }
+    record(rec);
+    const double avg_s = run_watch.seconds() / static_cast<double>(done - start_step_);
+    log_progress(progress_.update({.step = done,
+                                   .total = t.steps,
+                                   .loss = last_.loss,
+                                   .lr = lr,
+                                   .grad_norm = last_.norm,
+                                   .tokens_per_s = tokens_per_step / (ms / 1e3),
+                                   .ms_per_step = ms,
+                                   .eta_s = avg_s * static_cast<double>(end - done)}));
+    if (t.eval_every > 0 && done % t.eval_every == 0 && done != t.steps) {
+      eval_and_record(done, false);
+    }
+    if (t.ckpt_every > 0 && done % t.ckpt_every == 0) {
+      checkpoint(done);
+      last_saved = done;
+    }
+  }
+  progress_.interrupt();
+  if (end < t.steps) {
+    if (last_saved != end) checkpoint(end);
+    finish_checkpoints();
+    log_.info("stopped after step {} of {} (run.stop_after = {}); run again to continue", end,
+              t.steps, stop);
+    return kExitOk;
+  }
+  eval_and_record(t.steps, true);
+  if (last_saved != t.steps) checkpoint(t.steps);
+  finish_checkpoints();
+  summary_["final"] = true;
+  summary_["skipped_steps"] = skipped_;
+  summary_["wall_s"] = run_watch.seconds();
+  engine_.add_summary(summary_);
+  if (const std::optional<OpCounters> total = engine_.comm_totals()) {
+    summary_["comm_sent_bytes"] = total->bytes_sent;
+    summary_["comm_recv_bytes"] = total->bytes_received;
+    summary_["comm_rounds"] = total->rounds;
+  }
+  straggler_.add_summary(summary_);
+  record(summary_);
+  log_.info("done: {} steps in {}; summary {}", t.steps - start_step_,
+            format_duration(run_watch.seconds()), summary_.dump());
+  return kExitOk;
+}
+
+}  // namespace
+
+TrainContext::TrainContext(const Config& c, ProcessGroup& g)
+    : config(c),
+      group(g),
+      rank(g.rank()),
+      folder(create_run_folder(c, rank)),
+      log(rank, folder.rank_log_path(rank), rank == 0),
+      data(load_training_data(c, folder)) {}
+
+int run_training(TrainContext& ctx, TrainEngine& engine) {
+  TrainingLoop loop(ctx, engine);
+  return loop.run();
+}
+
+}  // namespace brigade
