@@ -11,10 +11,14 @@
 # (from rank 0's log), and the restart time: a third invocation resumes the async run from
 # its last checkpoint and reports how long every rank took to verify and read it.
 #
-#   bench/ckpt_train.sh [BUILD_DIR] [STEPS]
+# With REPEATS > 1 the two runs alternate (none, async, none, async, ...) and each mean is over
+# its runs, so that load drifting during the invocation hits both alike.
+#
+#   bench/ckpt_train.sh [BUILD_DIR] [STEPS] [REPEATS]
 set -euo pipefail
 build=${1:-build/release}
 steps=${2:-110}
+repeats=${3:-1}
 bin=$build/brigade
 out=$(mktemp -d /tmp/brigade-ckpt-train-XXXXXX)
 trap 'rm -rf "$out"' EXIT
@@ -52,12 +56,24 @@ mean_ms() {  # mean ms_per_step over step records after the first 3
     awk '{s += $1; n++} END {printf "%.1f", s / n}'
 }
 
-run none --set train.ckpt_every=0
-run async --set train.ckpt_every=50 --set train.async_checkpoint=true
+for ((i = 1; i <= repeats; i++)); do
+  sfx=$([ "$i" -gt 1 ] && echo "$i" || true)
+  run "none$sfx" --set train.ckpt_every=0
+  run "async$sfx" --set train.ckpt_every=50 --set train.async_checkpoint=true
+done
+mean_of_runs() {  # prefix: mean of mean_ms over its repeats
+  for ((i = 1; i <= repeats; i++)); do
+    sfx=$([ "$i" -gt 1 ] && echo "$i" || true)
+    mean_ms "$out/$1$sfx/gpt25m/metrics.jsonl"
+    echo
+  done | awk '{s += $1; n++; v = v sprintf("%s%.1f", n > 1 ? " / " : "", $1)} END {
+    printf "%.1f %s", s / n, v}'
+}
 params=$(grep -o '[0-9]* parameters' "$out/none.log" | head -1 | cut -d' ' -f1)
 bytes=$(du -sb "$out/async/gpt25m/checkpoints/step_$(printf %08d "$steps")" | cut -f1)
-m_none=$(mean_ms "$out/none/gpt25m/metrics.jsonl")
-m_async=$(mean_ms "$out/async/gpt25m/metrics.jsonl")
+read -r m_none runs_none <<< "$(mean_of_runs none)"
+read -r m_async runs_async <<< "$(mean_of_runs async)"
+
 log=$out/async/gpt25m/train.log
 blocking=$(grep -o 'started ([0-9]* ms blocking)' "$log" | grep -o '[0-9]*' |
   awk '{s += $1; n++} END {printf "%.0f", s / n}')
@@ -68,6 +84,7 @@ total=$(grep -E 'checkpoint /.*step_[0-9]+ \([0-9]+ ms\)' "$log" | sed -E 's/.*\
   --set train.steps=$((steps + 1)) > "$out/resume.log" 2>&1
 
 load=$(grep -o 'loaded in [0-9]* ms' "$out/resume.log" | head -1 | grep -o '[0-9]*')
+echo "runs, no checkpoints (ms/step): $runs_none; async: $runs_async"
 awk -v p="$params" -v b="$bytes" -v n="$m_none" -v a="$m_async" -v bl="$blocking" \
   -v t="$total" -v l="$load" -v steps="$steps" 'BEGIN {
   printf "model: %d parameters; checkpoint %.0f MB on 2 ranks; %d steps, a save every 50\n", p, b / 1e6, steps

@@ -44,6 +44,14 @@ TEST_F(HybridRuns, Dp2Tp2Pp2EqualsOneProcess) {
       nlohmann::json::parse(last)["mesh"].get<std::string>().rfind("pp=2 x dp=2 x ep=1 x tp=2", 0),
       0u)
       << last;
+  // Resharding across layouts: the dp2 x tp2 x pp2 checkpoint of step 4 continues as
+  // dp1 x tp1 x pp2 (8 micro-batches, the same global batch) like the one-process run.
+  run("moved", 8,
+      "--set parallel.tp=2 --set parallel.pp=2 --set run.stop_after=4 "
+      "--set train.ckpt_every=4");
+  const std::string moved =
+      run("moved", 2, "--set parallel.pp=2 --set train.grad_accum=8 --set train.ckpt_every=4");
+  expect_losses_close(moved, ref, kLossTol);
 }
 
 TEST_F(HybridRuns, Tp2AloneEqualsOneProcess) {
