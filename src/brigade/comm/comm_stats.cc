@@ -50,11 +50,7 @@ OpCounters CommStats::get(OpKind kind) const {
 OpCounters CommStats::total() const {
   OpCounters t;
   for (int k = 0; k < kNumOpKinds; ++k) {
-    OpCounters c = get(static_cast<OpKind>(k));
-    t.calls += c.calls;
-    t.bytes_sent += c.bytes_sent;
-    t.bytes_received += c.bytes_received;
-    t.rounds += c.rounds;
+    t += get(static_cast<OpKind>(k));
   }
   return t;
 }

@@ -41,6 +41,14 @@ struct OpCounters {
   int64_t bytes_sent = 0;
   int64_t bytes_received = 0;
   int64_t rounds = 0;  // sequential round trips, derived (see above)
+
+  OpCounters& operator+=(const OpCounters& o) {
+    calls += o.calls;
+    bytes_sent += o.bytes_sent;
+    bytes_received += o.bytes_received;
+    rounds += o.rounds;
+    return *this;
+  }
 };
 
 // Thread-safe counters: the communicator's worker thread adds, any thread reads.

@@ -18,6 +18,7 @@
 #include "brigade/sync/optimizer.h"
 #include "brigade/sync/replica_sync.h"
 #include "brigade/train/model_factory.h"
+#include "brigade/train/moe_metrics.h"
 #include "brigade/train/sync_strategy.h"
 
 namespace brigade {
@@ -143,13 +144,9 @@ class DpEngine final : public TrainEngine {
   void add_step_metrics(nlohmann::json& rec, bool applied, int64_t updates, bool last,
                         const Traffic& loop_traffic) override {
     if (group_.world) rec["comm_exposed_ms"] = exposed_comm_s_ * 1e3;
-    if (const MoeTotals moe = model_->take_moe_totals(); !moe.empty()) {
-      // Rank 0's micro-batches: the aux part of `loss`, assignments over capacity, and the
-      // mean over MoE layers of max expert load / mean load (1 = balanced).
-      rec["moe_aux_loss"] = moe.mean_aux_term();
-      rec["moe_dropped_pct"] = moe.dropped_pct();
-      rec["moe_load_imbalance"] = moe.mean_imbalance();
-    }
+    // Rank 0's micro-batches.
+    if (const MoeTotals moe = model_->take_moe_totals(); !moe.empty())
+      add_moe_step_metrics(rec, moe);
     if (!replica_) return;
     // Bytes by formula: the loss and norm all-reduce and the method's exchange, the loop's own
     // (the straggler all-gather); on the last step also the final sync of replicas that drift
@@ -203,11 +200,7 @@ class DpEngine final : public TrainEngine {
 
   void add_summary(nlohmann::json& summary) override {
     summary["sync_method"] = config_.sync.method;
-    if (const MoeTotals moe = model_->moe_run_totals(); !moe.empty()) {
-      summary["moe_dropped_pct"] = moe.dropped_pct();  // this invocation's steps, rank 0
-      summary["moe_load_imbalance"] = moe.mean_imbalance();
-      summary["moe_load_imbalance_max"] = moe.imbalance_max;
-    }
+    if (const MoeTotals moe = model_->moe_run_totals(); !moe.empty()) add_moe_summary(summary, moe);
     if (group_.world) summary["comm"] = group_.world->stats().summary();
     if (replica_) {
       summary["comm_formula_sent_bytes"] = formula_total_.sent;

@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <type_traits>
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
@@ -42,6 +43,7 @@
 #include "brigade/sync/optimizer.h"
 #include "brigade/train/dp_shard_update.h"
 #include "brigade/train/model_factory.h"
+#include "brigade/train/moe_metrics.h"
 #include "brigade/train/tp_state_pieces.h"
 
 namespace brigade {
@@ -216,13 +218,13 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
   }
   const OptimizerConfig opt = optimizer_config(config_.train);
   std::vector<PipelineStage*> stages;
+  // Config validation allows zero > 0 only with ep = 1, where dp_ holds the same tensors.
+  BRIGADE_CHECK(zero_ <= 2 && (zero_ == 0 || layout_.shape.ep == 1))
+      << "ZeRO-" << zero_ << " with ep " << layout_.shape.ep;
   for (GptStage& c : chunks_) {
     chunk_ptrs_.push_back(&c);
     stages.push_back(&c);
     norm_layouts_.push_back(norm_layout_of(c));
-    // Config validation allows zero = 1 only with ep = 1, where dp_ holds the same tensors.
-    BRIGADE_CHECK(zero_ <= 2 && (zero_ == 0 || layout_.shape.ep == 1))
-        << "ZeRO-" << zero_ << " with ep " << layout_.shape.ep;
     updates_.push_back(
         std::make_unique<DpShardUpdate>(opt, c.layout(), zero_ > 0 ? dp_ : nullptr, zero_ == 2));
     if (zero_ == 2)
@@ -367,20 +369,15 @@ MoeTotals ModelParallelEngine::pipeline_moe_totals(bool run) {
   MoeTotals t;
   for (GptStage& c : chunks_) t.merge_stage(run ? c.moe_run_totals() : c.take_moe_totals());
   if (layout_.shape.pp == 1) return t;
-  // Every rank of the pipeline, in the same order: sums, then the peak.
-  float sums[5] = {static_cast<float>(t.layer_forwards), static_cast<float>(t.assignments),
-                   static_cast<float>(t.dropped), static_cast<float>(t.aux_term),
-                   static_cast<float>(t.imbalance_sum)};
-  pp_->all_reduce(sums, 5, ReduceOp::kSum);
-  float peak = static_cast<float>(t.imbalance_max);
-  pp_->all_reduce(&peak, 1, ReduceOp::kMax);
-  t.layer_forwards = static_cast<int64_t>(sums[0]);
-  t.assignments = static_cast<int64_t>(sums[1]);
-  t.dropped = static_cast<int64_t>(sums[2]);
-  t.aux_term = sums[3];
-  t.imbalance_sum = sums[4];
-  t.imbalance_max = peak;
-  return t;
+  // Every pipeline rank's totals as they are (exact counts, unlike a float all-reduce once a
+  // run's assignments pass 2^24), merged as further stages in pipeline order.
+  static_assert(std::is_trivially_copyable_v<MoeTotals>);
+  std::vector<MoeTotals> all(static_cast<size_t>(layout_.shape.pp));
+  pp_->all_gather_bytes(reinterpret_cast<const uint8_t*>(&t),
+                        reinterpret_cast<uint8_t*>(all.data()), sizeof(MoeTotals));
+  MoeTotals pipeline;
+  for (const MoeTotals& s : all) pipeline.merge_stage(s);
+  return pipeline;
 }
 
 // As the data-parallel engine records them (dp_engine.cc): this replica's micro-batches.
@@ -388,10 +385,7 @@ void ModelParallelEngine::add_step_metrics(nlohmann::json& rec, bool, int64_t, b
                                            const Traffic&) {
   rec["pipeline_bubble"] = last_bubble_;
   if (!has_moe_) return;
-  const MoeTotals moe = pipeline_moe_totals(false);
-  rec["moe_aux_loss"] = moe.mean_aux_term();
-  rec["moe_dropped_pct"] = moe.dropped_pct();
-  rec["moe_load_imbalance"] = moe.mean_imbalance();
+  add_moe_step_metrics(rec, pipeline_moe_totals(false));
 }
 
 void ModelParallelEngine::add_summary(nlohmann::json& summary) {
@@ -404,25 +398,14 @@ void ModelParallelEngine::add_summary(nlohmann::json& summary) {
                                      reinterpret_cast<uint8_t*>(all.data()), sizeof(int64_t));
   summary["optimizer_state_floats"] = all;
   if (!has_moe_) return;
-  const MoeTotals moe = pipeline_moe_totals(true);
-  summary["moe_dropped_pct"] = moe.dropped_pct();
-  summary["moe_load_imbalance"] = moe.mean_imbalance();
-  summary["moe_load_imbalance_max"] = moe.imbalance_max;
+  add_moe_summary(summary, pipeline_moe_totals(true));
 }
 
 std::optional<OpCounters> ModelParallelEngine::comm_totals() {
-  OpCounters sum;
-  auto add = [&](const Communicator& c) {
-    const OpCounters t = c.stats().total();
-    sum.calls += t.calls;
-    sum.bytes_sent += t.bytes_sent;
-    sum.bytes_received += t.bytes_received;
-    sum.rounds += t.rounds;
-  };
-  add(*ctx_.group.world);
-  for (MeshAxis a : kMeshAxes) add(mesh_.comm(a));
-  if (layout_.shape.ep > 1) add(*replicas_comm_);
-  if (embedding_) add(*embedding_);
+  OpCounters sum = ctx_.group.world->stats().total();
+  for (MeshAxis a : kMeshAxes) sum += mesh_.comm(a).stats().total();
+  if (layout_.shape.ep > 1) sum += replicas_comm_->stats().total();
+  if (embedding_) sum += embedding_->stats().total();
   return sum;
 }
 
@@ -431,9 +414,9 @@ std::optional<OpCounters> ModelParallelEngine::comm_totals() {
 HybridLayout model_parallel_layout(const Config& config, const ProcessGroup& group) {
   if (!group.world) {
     throw ConfigError(fmt::format(
-        "parallel.tp = {}, parallel.pp = {} need tp x pp processes; this is one process (start it "
-        "with brigade launch --nproc N)",
-        config.parallel.tp, config.parallel.pp));
+        "parallel.tp = {}, parallel.pp = {}, parallel.ep = {} need tp x pp x ep processes; this "
+        "is one process (start it with brigade launch --nproc N)",
+        config.parallel.tp, config.parallel.pp, config.parallel.ep));
   }
   return resolve_hybrid_layout(config, group.size());
 }
