@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "brigade/base/check.h"
+#include "brigade/kernels/cpu/optim.h"
 #include "brigade/model/gpt_stage.h"
 #include "brigade/parallel/tensor/tp_layout.h"
 
@@ -36,9 +37,7 @@ double stage_grad_squares(const GptStage& stage, const ParamLayout& norm_layout,
   const float* g = stage.grads();
   double dense = 0.0, expert = 0.0;
   for (const ParamSpec& s : norm_layout.specs()) {
-    double sum = 0.0;
-    for (int64_t i = s.offset; i < s.offset + s.numel; ++i)
-      sum += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+    const double sum = sum_squares(g + s.offset, s.numel);
     const bool is_expert =
         std::any_of(stage.expert_ranges().begin(), stage.expert_ranges().end(),
                     [&](const ParamGroup& r) { return s.offset >= r.begin && s.offset < r.end; });

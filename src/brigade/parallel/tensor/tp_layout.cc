@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "brigade/base/check.h"
+#include "brigade/kernels/cpu/optim.h"
 
 namespace brigade {
 
@@ -50,10 +51,7 @@ double sum_of_squares_full(const TpContext& tp, const ParamLayout& local, const 
   double sum = 0.0;
   for (const ParamSpec& s : local.specs()) {
     if (!s.is_tp_shard() && tp.rank() != 0) continue;
-    for (int64_t i = 0; i < s.numel; ++i) {
-      const double x = local_buf[s.offset + i];
-      sum += x * x;
-    }
+    sum += sum_squares(local_buf + s.offset, s.numel);
   }
   if (!tp.active()) return sum;
   // The communicator reduces floats: send the double as a float pair (hi + lo), summed
