@@ -9,21 +9,14 @@
 #include "brigade/base/error.h"
 #include "brigade/runtime/config.h"
 #include "brigade/train/model_factory.h"
+#include "common/config_error.h"
 
 namespace brigade {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string error_of(const std::vector<std::string>& overrides) {
-  try {
-    Config c = parse_config("", "test.toml", overrides);
-    c.validate();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::config_error_of;
 
 const std::vector<std::string> kMoe = {"model.n_experts=4"};
 
@@ -43,7 +36,7 @@ TEST(GptMoeConfig, DefaultsAreDenseAndMoeKeysRoundTrip) {
       parse_config("", "t",
                    {"model.n_experts=8", "model.moe_top_k=2", "model.capacity_factor=1.0",
                     "model.aux_loss_coef=0.02", "model.moe_every=2"});
-  EXPECT_EQ(error_of({"model.n_experts=8", "model.moe_top_k=2", "model.moe_every=2"}), "");
+  EXPECT_EQ(config_error_of({"model.n_experts=8", "model.moe_top_k=2", "model.moe_every=2"}), "");
   const Config back = parse_config(c.to_toml(), "resolved");
   EXPECT_EQ(back.model.n_experts, 8);
   EXPECT_EQ(back.model.moe_top_k, 2);
@@ -53,31 +46,33 @@ TEST(GptMoeConfig, DefaultsAreDenseAndMoeKeysRoundTrip) {
 }
 
 TEST(GptMoeConfig, EveryInvalidValueNamesItsKey) {
-  EXPECT_THAT(error_of({"model.n_experts=-1"}), HasSubstr("model.n_experts = -1"));
-  EXPECT_THAT(error_of(moe_with("model.moe_top_k=3")),
+  EXPECT_THAT(config_error_of({"model.n_experts=-1"}), HasSubstr("model.n_experts = -1"));
+  EXPECT_THAT(config_error_of(moe_with("model.moe_top_k=3")),
               HasSubstr("model.moe_top_k = 3: allowed values are 1, 2"));
-  EXPECT_THAT(error_of(moe_with("model.moe_top_k=0")), HasSubstr("model.moe_top_k = 0"));
-  EXPECT_THAT(error_of({"model.n_experts=1", "model.moe_top_k=2"}),
+  EXPECT_THAT(config_error_of(moe_with("model.moe_top_k=0")), HasSubstr("model.moe_top_k = 0"));
+  EXPECT_THAT(config_error_of({"model.n_experts=1", "model.moe_top_k=2"}),
               HasSubstr("must be at most model.n_experts = 1"));
-  EXPECT_THAT(error_of(moe_with("model.capacity_factor=inf")), HasSubstr("model.capacity_factor"));
-  EXPECT_THAT(error_of(moe_with("model.aux_loss_coef=-0.5")), HasSubstr("model.aux_loss_coef"));
-  EXPECT_THAT(error_of(moe_with("model.moe_every=0")), HasSubstr("model.moe_every = 0"));
-  EXPECT_THAT(error_of(moe_with("model.moe_every=5")),  // default n_layer = 4
+  EXPECT_THAT(config_error_of(moe_with("model.capacity_factor=inf")),
+              HasSubstr("model.capacity_factor"));
+  EXPECT_THAT(config_error_of(moe_with("model.aux_loss_coef=-0.5")),
+              HasSubstr("model.aux_loss_coef"));
+  EXPECT_THAT(config_error_of(moe_with("model.moe_every=0")), HasSubstr("model.moe_every = 0"));
+  EXPECT_THAT(config_error_of(moe_with("model.moe_every=5")),  // default n_layer = 4
               HasSubstr("model.moe_every = 5: must be in [1, 4]"));
   EXPECT_THAT(
-      error_of({"model.kind=\"mlp\"", "data.source=\"fashion_mnist\"", "model.n_experts=4"}),
+      config_error_of({"model.kind=\"mlp\"", "data.source=\"fashion_mnist\"", "model.n_experts=4"}),
       HasSubstr("model.kind = \"gpt\""));
-  EXPECT_THAT(error_of(moe_with("parallel.tp=2")), HasSubstr("parallel.tp = 2"));
+  EXPECT_THAT(config_error_of(moe_with("parallel.tp=2")), HasSubstr("parallel.tp = 2"));
   // Pipeline and expert parallelism take MoE blocks; ep must divide the experts and needs them.
-  EXPECT_EQ(error_of(moe_with("parallel.pp=2")), "");
-  EXPECT_EQ(error_of(moe_with("parallel.ep=2")), "");
-  EXPECT_THAT(error_of(moe_with("parallel.ep=3")),
+  EXPECT_EQ(config_error_of(moe_with("parallel.pp=2")), "");
+  EXPECT_EQ(config_error_of(moe_with("parallel.ep=2")), "");
+  EXPECT_THAT(config_error_of(moe_with("parallel.ep=3")),
               HasSubstr("parallel.ep = 3: must divide model.n_experts"));
-  EXPECT_THAT(error_of({"parallel.ep=2"}), HasSubstr("parallel.ep = 2: must be 1 without"));
-  EXPECT_THAT(error_of(moe_with("parallel.ep=0")), HasSubstr("parallel.ep"));
+  EXPECT_THAT(config_error_of({"parallel.ep=2"}), HasSubstr("parallel.ep = 2: must be 1 without"));
+  EXPECT_THAT(config_error_of(moe_with("parallel.ep=0")), HasSubstr("parallel.ep"));
   // Dropless and a zero coefficient are allowed.
-  EXPECT_EQ(error_of(moe_with("model.capacity_factor=0")), "");
-  EXPECT_EQ(error_of(moe_with("model.aux_loss_coef=0")), "");
+  EXPECT_EQ(config_error_of(moe_with("model.capacity_factor=0")), "");
+  EXPECT_EQ(config_error_of(moe_with("model.aux_loss_coef=0")), "");
 }
 
 TEST(GptMoeConfig, TheFactoryBuildsTheMoeModel) {

@@ -10,6 +10,7 @@
 
 #include "brigade/base/error.h"
 #include "brigade/runtime/config.h"
+#include "common/config_error.h"
 #include "common/run_command.h"
 
 namespace brigade {
@@ -17,15 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string error_of(const std::vector<std::string>& overrides) {
-  try {
-    Config c = parse_config("", "test.toml", overrides);
-    c.validate();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::config_error_of;
 
 TEST(SyncConfig, DefaultIsDdpAndEveryMethodIsValid) {
   Config c = parse_config("", "t");
@@ -35,7 +28,7 @@ TEST(SyncConfig, DefaultIsDdpAndEveryMethodIsValid) {
   EXPECT_EQ(c.sync.outer_momentum, 0.9);
   EXPECT_TRUE(c.sync.nesterov);
   for (const char* m : {"ddp", "diloco", "demo", "powersgd", "signef", "topk"}) {
-    EXPECT_EQ(error_of({std::string("sync.method=") + m}), "") << m;
+    EXPECT_EQ(config_error_of({std::string("sync.method=") + m}), "") << m;
   }
 }
 
@@ -57,57 +50,59 @@ TEST(SyncConfig, ReadsEveryKeyAndWritesItBack) {
 }
 
 TEST(SyncConfig, RejectsUnknownKeysAndValues) {
-  EXPECT_THAT(error_of({"sync.inner_step=3"}), HasSubstr("unknown key sync.inner_step"));
-  EXPECT_THAT(error_of({"sync.method=allreduce"}),
+  EXPECT_THAT(config_error_of({"sync.inner_step=3"}), HasSubstr("unknown key sync.inner_step"));
+  EXPECT_THAT(config_error_of({"sync.method=allreduce"}),
               HasSubstr("sync.method = \"allreduce\": allowed values are \"ddp\", \"diloco\""));
-  EXPECT_THAT(error_of({"sync.method=diloco", "sync.inner_steps=0"}),
+  EXPECT_THAT(config_error_of({"sync.method=diloco", "sync.inner_steps=0"}),
               HasSubstr("sync.inner_steps = 0: must be in [1,"));
-  EXPECT_THAT(error_of({"sync.method=diloco", "sync.outer_momentum=1.0"}),
+  EXPECT_THAT(config_error_of({"sync.method=diloco", "sync.outer_momentum=1.0"}),
               HasSubstr("sync.outer_momentum = 1: must be in [0,"));
-  EXPECT_THAT(error_of({"sync.outer_lr=0"}), HasSubstr("sync.outer_lr = 0: must be in (0,"));
-  EXPECT_THAT(error_of({"sync.demo_max_chunk=65"}), HasSubstr("sync.demo_max_chunk = 65"));
-  EXPECT_THAT(error_of({"sync.demo_beta=1.0"}), HasSubstr("sync.demo_beta = 1"));
-  EXPECT_THAT(error_of({"sync.topk_fraction=0"}), HasSubstr("sync.topk_fraction = 0"));
-  EXPECT_THAT(error_of({"sync.powersgd_rank=0"}), HasSubstr("sync.powersgd_rank = 0"));
+  EXPECT_THAT(config_error_of({"sync.outer_lr=0"}), HasSubstr("sync.outer_lr = 0: must be in (0,"));
+  EXPECT_THAT(config_error_of({"sync.demo_max_chunk=65"}), HasSubstr("sync.demo_max_chunk = 65"));
+  EXPECT_THAT(config_error_of({"sync.demo_beta=1.0"}), HasSubstr("sync.demo_beta = 1"));
+  EXPECT_THAT(config_error_of({"sync.topk_fraction=0"}), HasSubstr("sync.topk_fraction = 0"));
+  EXPECT_THAT(config_error_of({"sync.powersgd_rank=0"}), HasSubstr("sync.powersgd_rank = 0"));
 }
 
 TEST(SyncConfig, PayloadMustSuitTheMethod) {
-  EXPECT_EQ(error_of({"sync.method=diloco", "sync.payload=int8"}), "");
-  EXPECT_EQ(error_of({"sync.method=diloco", "sync.payload=dct_topk", "sync.dct_values=1bit"}), "");
-  EXPECT_THAT(error_of({"sync.method=demo", "sync.payload=dct_topk"}),
+  EXPECT_EQ(config_error_of({"sync.method=diloco", "sync.payload=int8"}), "");
+  EXPECT_EQ(
+      config_error_of({"sync.method=diloco", "sync.payload=dct_topk", "sync.dct_values=1bit"}), "");
+  EXPECT_THAT(config_error_of({"sync.method=demo", "sync.payload=dct_topk"}),
               HasSubstr("sync.payload = \"dct_topk\": allowed values with sync.method = \"demo\""));
-  EXPECT_THAT(error_of({"sync.method=diloco", "sync.payload=dct_topk", "sync.dct_values=int8"}),
-              HasSubstr("sync.dct_values = \"int8\": allowed values are \"f32\", \"bf16\", "
-                        "\"1bit\""));
-  EXPECT_THAT(error_of({"sync.dct_k=0"}), HasSubstr("sync.dct_k = 0: must be in [1, 4096]"));
-  EXPECT_THAT(error_of({"sync.dct_chunk=65"}),
+  EXPECT_THAT(
+      config_error_of({"sync.method=diloco", "sync.payload=dct_topk", "sync.dct_values=int8"}),
+      HasSubstr("sync.dct_values = \"int8\": allowed values are \"f32\", \"bf16\", "
+                "\"1bit\""));
+  EXPECT_THAT(config_error_of({"sync.dct_k=0"}), HasSubstr("sync.dct_k = 0: must be in [1, 4096]"));
+  EXPECT_THAT(config_error_of({"sync.dct_chunk=65"}),
               HasSubstr("sync.dct_chunk = 65: must be in [1, 64]"));
-  EXPECT_EQ(error_of({"sync.method=demo", "sync.payload=1bit"}), "");
-  EXPECT_EQ(error_of({"sync.method=topk", "sync.payload=bf16"}), "");
-  EXPECT_THAT(error_of({"sync.method=demo", "sync.payload=int8"}),
+  EXPECT_EQ(config_error_of({"sync.method=demo", "sync.payload=1bit"}), "");
+  EXPECT_EQ(config_error_of({"sync.method=topk", "sync.payload=bf16"}), "");
+  EXPECT_THAT(config_error_of({"sync.method=demo", "sync.payload=int8"}),
               HasSubstr("sync.payload = \"int8\": allowed values with sync.method = \"demo\" are "
                         "\"auto\", \"f32\", \"bf16\", \"1bit\""));
-  EXPECT_THAT(error_of({"sync.method=powersgd", "sync.payload=bf16"}),
+  EXPECT_THAT(config_error_of({"sync.method=powersgd", "sync.payload=bf16"}),
               HasSubstr("sync.payload = \"bf16\": allowed values with sync.method = \"powersgd\""));
-  EXPECT_THAT(error_of({"sync.method=signef", "sync.payload=f32"}),
+  EXPECT_THAT(config_error_of({"sync.method=signef", "sync.payload=f32"}),
               HasSubstr("with sync.method = \"signef\" are \"auto\", \"1bit\""));
   EXPECT_THAT(
-      error_of({"sync.payload=int8"}),
+      config_error_of({"sync.payload=int8"}),
       HasSubstr("allowed values with sync.method = \"ddp\" are \"auto\", \"f32\", \"bf16\""));
 }
 
 TEST(SyncConfig, RejectsInvalidCombinations) {
-  EXPECT_THAT(error_of({"sync.method=diloco", "parallel.zero=1"}),
+  EXPECT_THAT(config_error_of({"sync.method=diloco", "parallel.zero=1"}),
               HasSubstr("parallel.zero = 1: must be 0 with sync.method = \"diloco\""));
-  EXPECT_EQ(error_of({"sync.method=ddp", "parallel.zero=2"}), "");
+  EXPECT_EQ(config_error_of({"sync.method=ddp", "parallel.zero=2"}), "");
   EXPECT_THAT(
-      error_of({"sync.method=demo", "parallel.grad_wire=bf16"}),
+      config_error_of({"sync.method=demo", "parallel.grad_wire=bf16"}),
       HasSubstr("parallel.grad_wire = \"bf16\": must be \"f32\" with sync.method = \"demo\""));
-  EXPECT_THAT(error_of({"sync.method=diloco", "sync.inner_steps=4", "sync.fragments=5"}),
+  EXPECT_THAT(config_error_of({"sync.method=diloco", "sync.inner_steps=4", "sync.fragments=5"}),
               HasSubstr("sync.fragments = 5: must be in [1, 4]"));
-  EXPECT_THAT(error_of({"sync.payload=f32", "parallel.grad_wire=bf16"}),
+  EXPECT_THAT(config_error_of({"sync.payload=f32", "parallel.grad_wire=bf16"}),
               HasSubstr("sync.payload = \"f32\": contradicts parallel.grad_wire = \"bf16\""));
-  EXPECT_EQ(error_of({"sync.payload=bf16", "parallel.grad_wire=bf16"}), "");
+  EXPECT_EQ(config_error_of({"sync.payload=bf16", "parallel.grad_wire=bf16"}), "");
 }
 
 // Peers come and go: quorum only for DiLoCo, and rank 0's wait for a quorum must end before the
@@ -115,17 +110,18 @@ TEST(SyncConfig, RejectsInvalidCombinations) {
 TEST(SyncConfig, QuorumKeys) {
   Config c = parse_config("", "t");
   EXPECT_EQ(c.sync.quorum, 1.0);
-  EXPECT_EQ(error_of({"sync.method=diloco", "sync.quorum=0.75"}), "");
-  EXPECT_EQ(error_of({"sync.method=diloco", "sync.quorum=0.5", "sync.outer_deadline_s=5",
-                      "sync.quorum_retries=3"}),
+  EXPECT_EQ(config_error_of({"sync.method=diloco", "sync.quorum=0.75"}), "");
+  EXPECT_EQ(config_error_of({"sync.method=diloco", "sync.quorum=0.5", "sync.outer_deadline_s=5",
+                             "sync.quorum_retries=3"}),
             "");
-  EXPECT_THAT(error_of({"sync.method=demo", "sync.quorum=0.5"}),
+  EXPECT_THAT(config_error_of({"sync.method=demo", "sync.quorum=0.5"}),
               HasSubstr("sync.quorum = 0.5: only sync.method = \"diloco\""));
-  EXPECT_THAT(error_of({"sync.method=diloco", "sync.quorum=0"}),
+  EXPECT_THAT(config_error_of({"sync.method=diloco", "sync.quorum=0"}),
               HasSubstr("sync.quorum = 0: must be in (0, 1]"));
-  EXPECT_THAT(error_of({"sync.method=diloco", "sync.quorum=0.5", "sync.outer_deadline_s=40"}),
-              HasSubstr("= 80 s for a quorum, which must stay below comm.timeout_s = 60"));
-  EXPECT_THAT(error_of({"sync.quorum_retries=-1"}), HasSubstr("sync.quorum_retries = -1"));
+  EXPECT_THAT(
+      config_error_of({"sync.method=diloco", "sync.quorum=0.5", "sync.outer_deadline_s=40"}),
+      HasSubstr("= 80 s for a quorum, which must stay below comm.timeout_s = 60"));
+  EXPECT_THAT(config_error_of({"sync.quorum_retries=-1"}), HasSubstr("sync.quorum_retries = -1"));
   Config q =
       parse_config("[sync]\nmethod = \"diloco\"\nquorum = 0.75\nouter_deadline_s = 2.5\n", "t");
   EXPECT_EQ(parse_config(q.to_toml(), "resolved").sync.outer_deadline_s, 2.5);
