@@ -77,11 +77,6 @@ TEST(SyncConfig, PayloadMustSuitTheMethod) {
   EXPECT_THAT(config_error_of({"sync.dct_k=0"}), HasSubstr("sync.dct_k = 0: must be in [1, 4096]"));
   EXPECT_THAT(config_error_of({"sync.dct_chunk=65"}),
               HasSubstr("sync.dct_chunk = 65: must be in [1, 64]"));
-  EXPECT_EQ(config_error_of({"sync.method=diloco", "sync.payload=dct_topk",
-                             "sync.dct_residual=local"}),
-            "");
-  EXPECT_THAT(config_error_of({"sync.dct_residual=drop"}),
-              HasSubstr("sync.dct_residual = \"drop\": allowed values are \"resend\", \"local\""));
   EXPECT_EQ(config_error_of({"sync.method=demo", "sync.payload=1bit"}), "");
   EXPECT_EQ(config_error_of({"sync.method=topk", "sync.payload=bf16"}), "");
   EXPECT_THAT(config_error_of({"sync.method=demo", "sync.payload=int8"}),

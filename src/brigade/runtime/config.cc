@@ -94,7 +94,6 @@ std::vector<Field> fields(Config& c) {
       {"sync", "dct_k", &c.sync.dct_k},
       {"sync", "dct_chunk", &c.sync.dct_chunk},
       {"sync", "dct_values", &c.sync.dct_values},
-      {"sync", "dct_residual", &c.sync.dct_residual},
       {"sync", "quorum", &c.sync.quorum},
       {"sync", "outer_deadline_s", &c.sync.outer_deadline_s},
       {"sync", "quorum_retries", &c.sync.quorum_retries},

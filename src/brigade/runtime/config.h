@@ -119,10 +119,6 @@ struct SyncConfig {
   int64_t dct_k = 32;
   int64_t dct_chunk = 64;
   std::string dct_values = "bf16";
-  // diloco dct_topk: what happens to the part of a replica's progress that was not sent:
-  // "resend" (classic error feedback: added to the next pseudo-gradient, the replica restarts
-  // from theta_global) or "local" (it stays in the replica's weights: theta_global - e_i).
-  std::string dct_residual = "resend";
   // diloco, peers come and go (docs/low-communication.md): < 1 sends outer steps through the
   // store, and an outer step averages the replicas that report within outer_deadline_s, at
   // least ceil(quorum * replicas) of them (else it waits quorum_retries more deadlines, then

@@ -67,7 +67,6 @@ void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
   require_range(sync.dct_k, "sync.dct_k", 1, 4096);
   require_range(sync.dct_chunk, "sync.dct_chunk", 1, 64);
   require_one_of(sync.dct_values, "sync.dct_values", {"f32", "bf16", "1bit"});
-  require_one_of(sync.dct_residual, "sync.dct_residual", {"resend", "local"});
   require_real(sync.quorum, "sync.quorum", 0.0, 1.0, true);
   require(sync.quorum == 1.0 || sync.method == "diloco", "sync.quorum",
           fmt::format("{}", sync.quorum),

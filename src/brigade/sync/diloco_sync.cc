@@ -92,7 +92,6 @@ Traffic DilocoSync::finish(float* params, int64_t t, Communicator& comm) {
     sync_fragment(f, params, t, true, comm);
     moved = moved + fragment_traffic(f, comm.size(), comm.rank());
   }
-  for (auto& outer : outers_) outer->end_on_global(params);
   return moved;
 }
 

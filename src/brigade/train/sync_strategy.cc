@@ -33,8 +33,7 @@ std::unique_ptr<SyncMethod> make_method(const Config& config, Model& model, Comm
                    .int8_chunk = s.int8_chunk,
                    .dct = {.k = static_cast<int>(s.dct_k),
                            .max_chunk = static_cast<int>(s.dct_chunk),
-                           .values = parse_value_format(s.dct_values, "sync.dct_values")},
-                   .keep_unsent_local = s.dct_residual == "local"};
+                           .values = parse_value_format(s.dct_values, "sync.dct_values")}};
     std::unique_ptr<QuorumExchange> quorum;
     if (s.quorum < 1.0) {
       if (!store) {
@@ -101,10 +100,8 @@ std::string describe_sync(const SyncConfig& s, const ParallelConfig& parallel) {
     return fmt::format(
         "diloco (H = {}, outer lr {}, momentum {}{}, {} pseudo-gradient{}{})", s.inner_steps,
         s.outer_lr, s.outer_momentum, s.nesterov ? " Nesterov" : "",
-        payload == "dct_topk" ? fmt::format("dct top-{} of chunks <= {}, {} values, unsent part {}",
-                                            s.dct_k, s.dct_chunk, s.dct_values,
-                                            s.dct_residual == "local" ? "kept in the local weights"
-                                                                      : "resent (error feedback)")
+        payload == "dct_topk" ? fmt::format("dct top-{} of chunks <= {}, {} values, error-fed",
+                                            s.dct_k, s.dct_chunk, s.dct_values)
                               : payload,
         s.fragments > 1 ? fmt::format(", {} streaming fragments", s.fragments) : "",
         s.quorum < 1.0

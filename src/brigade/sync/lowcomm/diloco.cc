@@ -71,13 +71,8 @@ const uint8_t* DilocoOuter::encode_delta() {
       codec_.encode(delta_.data(), payload_.data());
       return payload_.data();
     case OuterWire::kDctTopk:
-      // Error feedback: what earlier payloads left out rides along with this Delta (kept
-      // locally, it is already inside Delta).
-      if (config_.keep_unsent_local) {
-        std::copy(delta_.begin(), delta_.end(), residual_.begin());
-      } else {
-        for (int64_t i = 0; i < n; ++i) residual_[i] += delta_[i];
-      }
+      // Error feedback: what earlier payloads left out rides along with this Delta.
+      for (int64_t i = 0; i < n; ++i) residual_[i] += delta_[i];
       dct_->encode(residual_.data(), payload_.data(), DctTopkCodec::Residual::kDecoded);
       return payload_.data();
   }
@@ -131,15 +126,6 @@ void DilocoOuter::apply_mean(const float* mean_delta, float* params) {
     }
   }
   std::memcpy(params + begin_, global_.data(), sizeof(float) * n);
-  if (config_.keep_unsent_local && !residual_.empty()) {
-    for (int64_t i = 0; i < n; ++i) params[begin_ + i] -= residual_[i];
-  }
-}
-
-void DilocoOuter::end_on_global(float* params) {
-  if (!config_.keep_unsent_local || residual_.empty()) return;
-  std::memcpy(params + begin_, global_.data(), sizeof(float) * (end_ - begin_));
-  std::fill(residual_.begin(), residual_.end(), 0.0f);
 }
 
 void DilocoOuter::outer_step(float* params, Communicator& comm) {

@@ -19,10 +19,6 @@
 //   Delta = (1/W) sum_i decode(payload_i)               (all_gather, decoded in rank order)
 // so nothing a replica drifted is lost, only delayed; e_i is local state
 // ("diloco.residual"). Bytes: (W - 1) * DctTopkCodec::size_bytes() each way per rank.
-// With keep_unsent_local the unsent part stays in the replica's weights instead: the next
-// round starts from theta_local = theta_global - e_i, so Delta_i (= theta_global -
-// theta_local) already contains e_i and the encoder takes e_i = Delta_i. The replica keeps
-// learning from where its own progress left it rather than re-learning what it has not sent.
 //
 // Streaming DiLoCo syncs P fragments of the model on staggered schedules: fragment_range()
 // says which contiguous range fragment f covers, streaming_fragment_at() which fragment syncs
@@ -53,8 +49,6 @@ struct DilocoConfig {
   // kDctTopk: coefficients per chunk, chunk edge, value format; chunk_scales is implied for
   // 1bit (a pseudo-gradient needs magnitudes, unlike DeMo's sign update).
   DctTopkConfig dct = {};
-  // kDctTopk: start each round from theta_global - e_i (see above) instead of theta_global.
-  bool keep_unsent_local = false;
   // Throws ConfigError naming the key ("diloco.outer_lr"), the value and what is allowed.
   void validate() const;
 };
@@ -77,11 +71,6 @@ class DilocoOuter {
   // same theta_global. key must be unique per outer step of this range.
   std::vector<int> outer_step(float* params, QuorumExchange& exchange, const std::string& key,
                               const std::string& what);
-
-  // The run ends on the consensus: params[begin, end) = theta_global. With keep_unsent_local
-  // the residual goes with it (e_i = 0), so theta_local = theta_global - e_i still holds for a
-  // run resumed from here; otherwise nothing changes (params already hold theta_global).
-  void end_on_global(float* params);
 
   // The local halves, for tests: pseudo_gradient() writes Delta_i = theta_global - params into
   // delta (end - begin values); apply_mean() takes the replicas' mean Delta and does the
