@@ -6,7 +6,8 @@
 # 1 - exposed wait per step / time of one blocking all-reduce of the whole gradient
 # (bench_allreduce_bw, same payload, same run). The wait after backward splits into skew (rank
 # 0 waiting for the slower rank's backward: busy_ms_max - busy_ms) and the communication left
-# exposed after the slower rank is done (the rest), medians over steps.
+# exposed after the slower rank is done (the rest), medians over steps. bench/cpu_split.py
+# reports the CPU each DP=2 worker's threads used meanwhile.
 #
 #   bench/dp_scaling.sh [BUILD_DIR] [STEPS]
 set -euo pipefail
@@ -24,7 +25,11 @@ median_field() {  # median of a numeric field over step records after the first 
 }
 
 "$bin" train "${common[@]}" --set run.out_dir="$out/dp1" > "$out/dp1.log" 2>&1
+# Beside the DP=2 run: how much of a core each worker's compute thread got, and what took the rest.
+python3 "$(dirname "$0")/cpu_split.py" --delay 6 > "$out/cpu.txt" 2>&1 &
+cpu_split=$!
 "$bin" launch --nproc 2 -- train "${common[@]}" --set run.out_dir="$out/dp2" > "$out/dp2.log" 2>&1
+wait "$cpu_split" || true
 tps1=$(median_field "$out/dp1/bench-small/metrics.jsonl" tokens_per_s)
 tps2=$(median_field "$out/dp2/bench-small/metrics.jsonl" tokens_per_s)
 exposed=$(median_field "$out/dp2/bench-small/metrics.jsonl" comm_exposed_ms)
@@ -53,3 +58,5 @@ awk -v t1="$tps1" -v t2="$tps2" -v e="$exposed" -v ar="$ar_us" -v p="$params" \
   printf "DP=2 step %.1f ms (1 process: %.1f ms); slower rank busy %.1f ms; rank 0 waits %.2f ms = skew %.2f ms + exposed communication %.2f ms\n",
          st, s1, bz, e, sk, cm
 }'
+echo "CPU during the DP=2 run (bench/cpu_split.py):"
+sed 's/^/  /' "$out/cpu.txt"

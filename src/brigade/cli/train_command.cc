@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "brigade/base/thread_name.h"
 #include "brigade/cli/commands.h"
 #include "brigade/runtime/config.h"
 #include "brigade/train/hybrid_layout.h"
@@ -47,6 +48,8 @@ Command add_train(CLI::App& app) {
   auto* sub = app.add_subcommand("train", "train a model from a config");
   add_config_args(sub, *args);
   return [args]() {
+    // Workers are started through /proc/self/exe, which tools would show as "exe".
+    name_this_thread("brigade-train");
     Config config = load_config(args->path, args->overrides);
     config.validate();
     return train(config);

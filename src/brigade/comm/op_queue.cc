@@ -1,5 +1,7 @@
 #include "brigade/comm/op_queue.h"
 
+#include "brigade/base/thread_name.h"
+
 namespace brigade::detail {
 
 OpError current_op_error() {
@@ -61,6 +63,7 @@ std::shared_ptr<WorkState> OpQueue::submit(std::function<void()> fn) {
 }
 
 void OpQueue::loop() {
+  name_this_thread("brigade-comm");
   for (;;) {
     Item item;
     {

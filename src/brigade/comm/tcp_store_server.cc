@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "brigade/base/error.h"
+#include "brigade/base/thread_name.h"
 #include "brigade/comm/socket_io.h"
 #include "brigade/comm/tcp_store_protocol.h"
 
@@ -79,6 +80,7 @@ TcpStoreServer::~TcpStoreServer() {
 }
 
 void TcpStoreServer::accept_loop() {
+  name_this_thread("brigade-store");
   while (!stop_) {
     int fd = tcp_accept(listen_fd_, std::chrono::milliseconds(100));
     std::lock_guard<std::mutex> lock(conns_mu_);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "brigade/base/error.h"
+#include "brigade/base/thread_name.h"
 
 namespace brigade {
 
@@ -53,6 +54,7 @@ HeartbeatSender::~HeartbeatSender() {
 }
 
 void HeartbeatSender::loop() {
+  name_this_thread("brigade-beat");
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     send_byte(fd_, kHeartbeatBeat);
