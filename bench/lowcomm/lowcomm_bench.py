@@ -18,6 +18,7 @@ metrics.jsonl:
 
   bench/lowcomm/lowcomm_bench.py [--build build/release] [--nproc 4] [--steps 150]
       [--micro-batch 8] [--arms ddp,diloco_int8,...] [--keep DIR [--reuse]]
+      [--config configs/default.toml]
 """
 import argparse
 import json
@@ -86,7 +87,7 @@ ARMS = {
 
 def run_arm(args, name, overrides, out):
     cmd = [os.path.join(args.build, "brigade"), "launch", "--nproc", str(args.nproc), "--",
-           "train", os.path.join(args.source, "configs/default.toml"),
+           "train", os.path.join(args.source, args.config),
            "--set", f"run.out_dir={out}", "--set", f"run.name={name}",
            "--set", f"train.steps={args.steps}", "--set", f"train.micro_batch={args.micro_batch}",
            "--set", f"train.warmup={max(1, args.steps // 12)}",
@@ -124,6 +125,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--build", default="build/release")
     p.add_argument("--source", default=".")
+    p.add_argument("--config", default="configs/default.toml",
+                   help="the job (relative to --source); the issue's benchmark is the default")
     p.add_argument("--nproc", type=int, default=4)
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--micro-batch", type=int, default=8)
