@@ -1,9 +1,13 @@
 // Failures become CommError within the timeout, never a hang: a rank that never joins, a rank
 // killed in the middle of an all_reduce, a rank that stalls, a recv nobody answers. Each case
-// measures the elapsed time and checks the message names the operation, group and peer.
+// measures the elapsed time and checks the message names the operation, group and peer. A
+// process with a communicator survives writing to a closed socket (Gloo's writev to a peer that
+// died would otherwise kill it with SIGPIPE), unless it handles SIGPIPE itself.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <thread>
 
 #include "brigade/base/error.h"
@@ -81,6 +85,46 @@ TEST(FaultsMpTest, KilledPeerDuringAllReduceFailsSurvivorsWithinTimeout) {
   EXPECT_TRUE(result.of(2).killed_by(SIGKILL)) << result.describe();
   EXPECT_TRUE(result.of(0).ok()) << result.describe();
   EXPECT_TRUE(result.of(1).ok()) << result.describe();
+}
+
+// Writes into a pipe whose reader is gone: EPIPE if SIGPIPE is ignored (else the signal).
+int write_to_closed_pipe() {
+  int fds[2];
+  if (::pipe(fds) != 0) return -1;
+  ::close(fds[0]);
+  const char byte = 1;
+  const ssize_t n = ::write(fds[1], &byte, 1);
+  const int err = n < 0 ? errno : 0;
+  ::close(fds[1]);
+  return err;
+}
+
+void handle_sigpipe(int) {}
+
+TEST(FaultsMpTest, CommunicatorProcessSurvivesWritesToAGonePeer) {
+  testutil::TempDir dir;
+  auto result = testutil::run_ranks(2, 20s, [&](int rank) {
+    if (rank == 1) {
+      // A program that handles SIGPIPE itself keeps its handler.
+      struct sigaction own{};
+      own.sa_handler = handle_sigpipe;
+      sigemptyset(&own.sa_mask);
+      ASSERT_EQ(::sigaction(SIGPIPE, &own, nullptr), 0);
+    } else {
+      ::signal(SIGPIPE, SIG_DFL);  // as `brigade launch` starts its workers
+    }
+    auto comm = testutil::make_file_comm(dir.path(), rank, 2, 3000ms);
+    struct sigaction now{};
+    ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &now), 0);
+    if (rank == 1) {
+      EXPECT_EQ(now.sa_handler, &handle_sigpipe);
+    } else {
+      EXPECT_EQ(now.sa_handler, SIG_IGN);
+    }
+    EXPECT_EQ(write_to_closed_pipe(), EPIPE);  // and the process is still here
+    comm->barrier();
+  });
+  EXPECT_TRUE(testutil::AllRanksOk(result)) << result.describe();
 }
 
 TEST(FaultsMpTest, StalledPeerTimesOutThenItsLateCallFailsToo) {

@@ -6,9 +6,11 @@
 //     addresses under the same prefix and connects one TCP socket per pair of ranks.
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <mutex>
 
 #include "brigade/comm/comm_factory.h"
 #include "brigade/comm/gloo/gloo_shared.h"
@@ -49,9 +51,27 @@ bool parse_peer(const std::string& text, PeerInfo* out) {
   return true;
 }
 
+// Gloo's TCP pairs write with writev, which raises SIGPIPE when the peer has gone: without
+// this a survivor of a lost peer would be killed by the signal instead of getting EPIPE and a
+// CommError naming the peer. (PyTorch relies on Python ignoring SIGPIPE.) A handler the
+// program installed itself is left alone.
+void ignore_sigpipe_unless_handled() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current{};
+    if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      struct sigaction ignore{};
+      ignore.sa_handler = SIG_IGN;
+      sigemptyset(&ignore.sa_mask);
+      ::sigaction(SIGPIPE, &ignore, nullptr);
+    }
+  });
+}
+
 }  // namespace
 
 void gloo_connect(GlooShared& s, const CommOptions& options) {
+  ignore_sigpipe_unless_handled();
   s.host = this_hostname();
   s.peers.assign(s.size, PeerInfo{});
   s.peers[s.rank] = PeerInfo{s.host, static_cast<int64_t>(::getpid())};
