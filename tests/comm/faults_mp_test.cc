@@ -106,7 +106,7 @@ TEST(FaultsMpTest, CommunicatorProcessSurvivesWritesToAGonePeer) {
   auto result = testutil::run_ranks(2, 20s, [&](int rank) {
     if (rank == 1) {
       // A program that handles SIGPIPE itself keeps its handler.
-      struct sigaction own{};
+      struct sigaction own {};
       own.sa_handler = handle_sigpipe;
       sigemptyset(&own.sa_mask);
       ASSERT_EQ(::sigaction(SIGPIPE, &own, nullptr), 0);
@@ -114,7 +114,7 @@ TEST(FaultsMpTest, CommunicatorProcessSurvivesWritesToAGonePeer) {
       ::signal(SIGPIPE, SIG_DFL);  // as `brigade launch` starts its workers
     }
     auto comm = testutil::make_file_comm(dir.path(), rank, 2, 3000ms);
-    struct sigaction now{};
+    struct sigaction now {};
     ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &now), 0);
     if (rank == 1) {
       EXPECT_EQ(now.sa_handler, &handle_sigpipe);

@@ -58,9 +58,9 @@ bool parse_peer(const std::string& text, PeerInfo* out) {
 void ignore_sigpipe_unless_handled() {
   static std::once_flag once;
   std::call_once(once, [] {
-    struct sigaction current{};
+    struct sigaction current {};
     if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
-      struct sigaction ignore{};
+      struct sigaction ignore {};
       ignore.sa_handler = SIG_IGN;
       sigemptyset(&ignore.sa_mask);
       ::sigaction(SIGPIPE, &ignore, nullptr);
