@@ -21,13 +21,13 @@ metrics.jsonl:
       [--config configs/default.toml]
 """
 import argparse
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
+
+from run_records import read_metrics, run_arm_logged
 
 LINK_BYTES_PER_S = 100e6 / 8  # 100 Mbit/s
 RTT_S = 0.050
@@ -113,19 +113,9 @@ def run_arm(args, name, overrides, out):
         wall = float("nan")  # finished by an earlier invocation with the same --keep folder
     else:
         start = time.time()
-        with open(os.path.join(out, name + ".log"), "w") as log:
-            rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
+        run_arm_logged(cmd, os.path.join(out, name + ".log"), name)
         wall = time.time() - start
-        if rc != 0:
-            sys.exit(f"arm {name} failed (exit {rc}); see {out}/{name}.log")
-    steps, summary = [], {}
-    with open(metrics) as f:
-        for line in f:
-            rec = json.loads(line)
-            if "tokens_per_s" in rec:
-                steps.append(rec)
-            elif rec.get("final"):
-                summary = rec
+    steps, summary = read_metrics(metrics)
     sent = sum(s["comm_sent_bytes"] for s in steps) / len(steps)
     link = sum(max(s["comm_sent_bytes"], s["comm_recv_bytes"]) for s in steps) / LINK_BYTES_PER_S
     rounds = sum(s.get("comm_rounds", 0) for s in steps)

@@ -21,12 +21,12 @@ rank 0's own (not the replicas' mean): the trailing mean smooths that.
       [--target 2.75] [--arms ddp,ddp_one_bucket,diloco_int8_h16_quorum] [--keep DIR [--reuse]]
 """
 import argparse
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
+
+from run_records import read_metrics, run_arm_logged
 
 ARMS = {
     "ddp": [],
@@ -57,18 +57,8 @@ def run_arm(args, name, out):
                "--set", "train.eval_every=0", "--set", "train.ckpt_every=0"]
         for o in ARMS[name]:
             cmd += ["--set", o]
-        with open(os.path.join(out, name + ".log"), "w") as log:
-            rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
-        if rc != 0:
-            sys.exit(f"arm {name} failed (exit {rc}); see {out}/{name}.log")
-    steps, summary = [], {}
-    with open(metrics) as f:
-        for line in f:
-            rec = json.loads(line)
-            if "tokens_per_s" in rec:
-                steps.append(rec)
-            elif rec.get("final"):
-                summary = rec
+        run_arm_logged(cmd, os.path.join(out, name + ".log"), name)
+    steps, summary = read_metrics(metrics)
     rtt = args.rtt_ms / 1e3
     wall = rounds = 0.0
     hit = None
@@ -76,8 +66,7 @@ def run_arm(args, name, out):
         wall += s["ms_per_step"] / 1e3
         # Collectives are counted where they run; DiLoCo's quorum exchange goes through the
         # store, whose rounds only the formula counts.
-        rounds += s.get("comm_rounds", 0) + (s.get("comm_formula_rounds", 0)
-                                             if s.get("comm_rounds", 0) == 0 else 0)
+        rounds += s.get("comm_rounds") or s.get("comm_formula_rounds", 0)
         window = steps[max(0, i + 1 - args.window):i + 1]
         if hit is None and len(window) == args.window and \
                 sum(w["loss"] for w in window) / len(window) <= args.target:
