@@ -150,6 +150,9 @@ void run_all_ops(Communicator& comm) {
     std::vector<float> in(N * n, 1.f), out(N * n);
     expect_matches_kernel(comm, "all_to_all", OpKind::kAllToAll,
                           [&] { comm.all_to_all(in.data(), out.data(), n); });
+    std::vector<uint8_t> bin(N * 100003, 7), bout(N * 100003);
+    expect_matches_kernel(comm, "all_to_all_bytes", OpKind::kAllToAll,
+                          [&] { comm.all_to_all_bytes(bin.data(), bout.data(), 100003); });
     auto cnt = [](int s, int d) { return int64_t{1000} * ((s + 2 * d) % 5) * 13; };
     std::vector<int64_t> sc(N), rc(N);
     int64_t st = 0, rt = 0;

@@ -6,6 +6,7 @@
 //     simulation of the whole group built from the codec and the Nesterov recurrence in double,
 //     all ranks hold bitwise the same weights, and the residual is exactly what was not sent:
 //     sum of Delta_i over rounds == residual + sum of what replica i's payloads decode to;
+//   - the same with the residual decayed by beta = 0.8 each round (SparseLoCo);
 //   - the counted bytes equal bytes_per_step() = (W - 1) * payload_bytes() each way.
 #include <gtest/gtest.h>
 
@@ -63,7 +64,8 @@ TEST(DilocoDctMp, WholeChunkF32EqualsPlainDiloco) {
   EXPECT_TRUE(testutil::AllRanksOk(result));
 }
 
-TEST(DilocoDctMp, OneBitTopkEqualsLocalSimulationAndCountsItsBytes) {
+// beta: the residual decay (1 = classic error feedback; SparseLoCo decays it).
+void one_bit_topk_case(float beta) {
   const int W = 3, R = 3;
   testutil::TempDir dir;
   auto result = testutil::run_ranks(W, 60s, [&](int rank) {
@@ -72,7 +74,8 @@ TEST(DilocoDctMp, OneBitTopkEqualsLocalSimulationAndCountsItsBytes) {
     const int64_t n = l.total();
     const std::vector<float> theta0 = testutil::normal_vector(n, 4, "theta");
     const DilocoConfig c{.wire = OuterWire::kDctTopk,
-                         .dct = {.k = 4, .values = ValueFormat::kSign}};
+                         .dct = {.k = 4, .values = ValueFormat::kSign},
+                         .residual_decay = beta};
     DilocoOuter outer(c, theta0.data(), 0, n, &l);
     // The simulation: one codec and residual per replica, the mean of the decoded payloads,
     // the Nesterov recurrence in double.
@@ -92,14 +95,14 @@ TEST(DilocoDctMp, OneBitTopkEqualsLocalSimulationAndCountsItsBytes) {
       for (int r = 0; r < W; ++r) {
         const std::vector<float> local = drifted(start, r, round);
         std::vector<float> decoded(n, 0.0f);
-        for (int64_t i = 0; i < n; ++i) e[r][i] += start[i] - local[i];
+        for (int64_t i = 0; i < n; ++i) e[r][i] = beta * e[r][i] + (start[i] - local[i]);
         codecs[r].encode(e[r].data(), payload.data(), DctTopkCodec::Residual::kDecoded);
         codecs[r].decode_add(payload.data(), 1.0f, decoded.data());
         for (int64_t i = 0; i < n; ++i) mean[i] += double{decoded[i]} / W;
         if (r == rank) {
           for (int64_t i = 0; i < n; ++i) {
-            sent_mine[i] += decoded[i];
-            delta_mine[i] += double{start[i]} - local[i];
+            sent_mine[i] = beta * sent_mine[i] + decoded[i];
+            delta_mine[i] = beta * delta_mine[i] + (double{start[i]} - local[i]);
           }
           theta = local;
         }
@@ -114,7 +117,8 @@ TEST(DilocoDctMp, OneBitTopkEqualsLocalSimulationAndCountsItsBytes) {
       }
       for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(theta[i], ref[i], 1e-5) << "round " << round;
       for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(outer.residual()[i], e[rank][i], 1e-6) << i;
-      // Nothing lost: every Delta so far == residual + everything sent.
+      // Nothing lost but what decays: the decayed sum of the Deltas so far == residual + the
+      // decayed sum of everything sent.
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_NEAR(delta_mine[i], outer.residual()[i] + sent_mine[i], 1e-5) << i;
       }
@@ -127,6 +131,14 @@ TEST(DilocoDctMp, OneBitTopkEqualsLocalSimulationAndCountsItsBytes) {
     EXPECT_TRUE(testutil::identical_across_ranks(*comm, theta.data(), n));
   });
   EXPECT_TRUE(testutil::AllRanksOk(result));
+}
+
+TEST(DilocoDctMp, OneBitTopkEqualsLocalSimulationAndCountsItsBytes) {
+  one_bit_topk_case(1.0f);
+}
+
+TEST(DilocoDctMp, DecayedResidualEqualsLocalSimulation) {
+  one_bit_topk_case(0.8f);
 }
 
 }  // namespace

@@ -111,6 +111,8 @@ INSTANTIATE_TEST_SUITE_P(
         MethodCase{"diloco_dct_1bit",
                    "--set sync.method=diloco --set sync.inner_steps=4 --set sync.payload=dct_topk "
                    "--set sync.dct_k=8 --set sync.dct_values=1bit"},
+        MethodCase{"diloco_1bit",
+                   "--set sync.method=diloco --set sync.inner_steps=4 --set sync.payload=1bit"},
         MethodCase{"demo_f32", "--set sync.method=demo --set sync.demo_k=8"},
         MethodCase{"demo_1bit",
                    "--set sync.method=demo --set sync.demo_k=8 --set sync.payload=1bit"},
@@ -188,6 +190,9 @@ INSTANTIATE_TEST_SUITE_P(
         MethodCase{"diloco_dct",
                    "--set sync.method=diloco --set sync.inner_steps=3 --set sync.payload=dct_topk "
                    "--set sync.dct_k=8 --set sync.dct_values=bf16"},
+        MethodCase{"diloco_1bit",
+                   "--set sync.method=diloco --set sync.inner_steps=3 --set sync.payload=1bit "
+                   "--set sync.sign_block=64"},
         MethodCase{"demo", "--set sync.method=demo --set sync.demo_k=8"},
         MethodCase{"powersgd", "--set sync.method=powersgd --set sync.powersgd_rank=2"}),
     [](const auto& info) { return std::string(info.param.name); });

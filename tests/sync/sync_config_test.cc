@@ -74,6 +74,17 @@ TEST(SyncConfig, PayloadMustSuitTheMethod) {
       config_error_of({"sync.method=diloco", "sync.payload=dct_topk", "sync.dct_values=int8"}),
       HasSubstr("sync.dct_values = \"int8\": allowed values are \"f32\", \"bf16\", "
                 "\"1bit\""));
+  EXPECT_EQ(config_error_of({"sync.method=diloco", "sync.payload=1bit"}), "");
+  EXPECT_EQ(config_error_of({"sync.method=diloco", "sync.payload=powersgd_bf16"}), "");
+  EXPECT_THAT(config_error_of({"sync.method=diloco", "sync.payload=powersgd", "sync.quorum=0.5"}),
+              HasSubstr("sync.quorum = 0.5: sync.payload = \"powersgd\" compresses the replicas' "
+                        "mean with collectives and cannot leave replicas out"));
+  EXPECT_THAT(config_error_of({"sync.residual_decay=0"}),
+              HasSubstr("sync.residual_decay = 0: must be in (0, 1]"));
+  EXPECT_THAT(config_error_of({"sync.method=diloco", "sync.payload=1bit", "sync.sign_block=4"}),
+              HasSubstr("sync.sign_block = 4: must be in [8, 1073741824]"));
+  EXPECT_THAT(config_error_of({"sync.method=powersgd", "sync.payload=1bit"}),
+              HasSubstr("allowed values with sync.method = \"powersgd\" are \"auto\", \"f32\""));
   EXPECT_THAT(config_error_of({"sync.dct_k=0"}), HasSubstr("sync.dct_k = 0: must be in [1, 4096]"));
   EXPECT_THAT(config_error_of({"sync.dct_chunk=65"}),
               HasSubstr("sync.dct_chunk = 65: must be in [1, 64]"));
@@ -146,12 +157,12 @@ TEST(SyncConfig, CheckConfigRefusesABadCombination) {
 // the message, and no run folder.
 TEST(SyncConfig, LaunchRefusesABadConfigBeforeStartingWorkers) {
   std::string dir = testing::make_temp_dir("sync-launch");
-  std::ofstream(dir + "/c.toml") << "[sync]\nmethod = \"diloco\"\npayload = \"1bit\"\n";
+  std::ofstream(dir + "/c.toml") << "[sync]\nmethod = \"diloco\"\npayload = \"bf16\"\n";
   auto r = testing::run_command(std::string(BRIGADE_BINARY) + " launch --nproc 2 -- train " + dir +
                                     "/c.toml --set run.out_dir=" + dir + "/runs",
                                 60);
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("sync.payload = \"1bit\": allowed values with sync.method = "
+  EXPECT_THAT(r.output, HasSubstr("sync.payload = \"bf16\": allowed values with sync.method = "
                                   "\"diloco\" are \"auto\", \"f32\", \"int8\""));
   EXPECT_EQ(r.output.find("[rank"), std::string::npos) << "a worker started:\n" << r.output;
   EXPECT_FALSE(std::ifstream(dir + "/runs/default/config.toml").good());

@@ -88,6 +88,9 @@ class Communicator {
   // from rank p. in and out must not overlap.
   virtual std::unique_ptr<Work> all_to_all_async(const float* in, float* out,
                                                  int64_t n_per_rank) = 0;
+  // all_to_all of raw bytes (compressed shards): the same with bytes_per_rank bytes per block.
+  virtual std::unique_ptr<Work> all_to_all_bytes_async(const uint8_t* in, uint8_t* out,
+                                                       int64_t bytes_per_rank) = 0;
   // Uneven all_to_all: send_counts[p] floats to rank p (contiguous, in rank order) and
   // recv_counts[p] floats from rank p. send_counts[p] here must equal recv_counts[rank] on p.
   virtual std::unique_ptr<Work> all_to_all_v_async(const float* in,
@@ -130,6 +133,9 @@ class Communicator {
   }
   void all_to_all(const float* in, float* out, int64_t n_per_rank) {
     all_to_all_async(in, out, n_per_rank)->wait();
+  }
+  void all_to_all_bytes(const uint8_t* in, uint8_t* out, int64_t bytes_per_rank) {
+    all_to_all_bytes_async(in, out, bytes_per_rank)->wait();
   }
   void all_to_all_v(const float* in, std::span<const int64_t> send_counts, float* out,
                     std::span<const int64_t> recv_counts) {

@@ -1,6 +1,7 @@
 #include "brigade/comm/wire_traffic.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "brigade/base/check.h"
 
@@ -125,6 +126,18 @@ Traffic binomial_broadcast_traffic(int64_t bytes, int world, int rank, int root)
   }
   t.rounds = binomial_broadcast_rounds(world);
   return t;
+}
+
+Traffic bf16_allreduce_traffic(int64_t n, int world, int rank) {
+  BRIGADE_CHECK(n >= 0 && world >= 1 && rank >= 0 && rank < world)
+      << "n " << n << " world " << world << " rank " << rank;
+  if (n == 0 || world == 1) return Traffic{};
+  std::vector<int64_t> bytes(world, 2 * (n / world));
+  for (int p = 0; p < n % world; ++p) bytes[p] += 2;
+  const std::vector<int64_t> recv(world, bytes[rank]);
+  const Traffic a = pairwise_alltoallv_traffic(bytes, recv, rank);
+  const Traffic g = ring_allgatherv_traffic(bytes, rank);
+  return Traffic{a.sent + g.sent, a.received + g.received, a.rounds + g.rounds};
 }
 
 }  // namespace brigade

@@ -62,6 +62,11 @@ Traffic pairwise_alltoallv_traffic(std::span<const int64_t> send_bytes,
 // Rounds: 1 (N > 1). Every send and recv is posted before any is waited for.
 int64_t pairwise_alltoall_rounds(int world);
 
+// brigade's bf16 all-reduce (gloo_collectives.cc): n values cut into `world` blocks (the first
+// n % world one longer); an alltoallv sends block p (2 bytes per value) to rank p, which sums
+// them in f32, and a ring allgatherv returns the rounded blocks. Rounds: 1 + (N - 1).
+Traffic bf16_allreduce_traffic(int64_t n, int world, int rank);
+
 // gloo::broadcast (binomial tree over virtual ranks v = (r - root) mod N): each non-root rank
 // receives T once; rank v sends T to v + 2^i for every step i after the one it received in
 // (for the root: every step) while v + 2^i < N. Over all ranks: (N-1)T sent and received; the

@@ -94,6 +94,8 @@ std::vector<Field> fields(Config& c) {
       {"sync", "dct_k", &c.sync.dct_k},
       {"sync", "dct_chunk", &c.sync.dct_chunk},
       {"sync", "dct_values", &c.sync.dct_values},
+      {"sync", "residual_decay", &c.sync.residual_decay},
+      {"sync", "sign_block", &c.sync.sign_block},
       {"sync", "quorum", &c.sync.quorum},
       {"sync", "outer_deadline_s", &c.sync.outer_deadline_s},
       {"sync", "quorum_retries", &c.sync.quorum_retries},

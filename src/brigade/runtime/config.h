@@ -103,8 +103,8 @@ struct ParallelConfig {
 struct SyncConfig {
   std::string method = "ddp";  // "ddp" | "diloco" | "demo" | "powersgd" | "signef" | "topk"
   // Wire format of the exchange; "auto" = the method's default (ddp: parallel.grad_wire,
-  // signef: "1bit", others "f32"). ddp: f32, bf16; diloco: f32, int8, dct_topk; demo: f32,
-  // bf16, 1bit;
+  // signef: "1bit", others "f32"). ddp: f32, bf16; diloco: f32, int8, dct_topk, 1bit; demo:
+  // f32, bf16, 1bit;
   // powersgd: f32; signef: 1bit; topk: f32, bf16.
   std::string payload = "auto";
   int64_t inner_steps = 50;     // diloco: H, inner steps between outer steps
@@ -119,6 +119,10 @@ struct SyncConfig {
   int64_t dct_k = 32;
   int64_t dct_chunk = 64;
   std::string dct_values = "bf16";
+  double residual_decay = 1.0;  // diloco dct_topk: e = residual_decay e + Delta (SparseLoCo)
+  // diloco 1bit: the error-fed 1-bit all-reduce (sign times a scale per block of <= sign_block
+  // values of one tensor).
+  int64_t sign_block = 256;
   // diloco, peers come and go (docs/low-communication.md): < 1 sends outer steps through the
   // store, and an outer step averages the replicas that report within outer_deadline_s, at
   // least ceil(quorum * replicas) of them (else it waits quorum_retries more deadlines, then

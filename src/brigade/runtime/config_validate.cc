@@ -41,7 +41,8 @@ void require_real(double value, const char* key, double lo, double hi, bool lo_o
 // The payloads each sync.method can put on the wire ("auto" is always allowed).
 std::vector<const char*> payloads_of(const std::string& method) {
   if (method == "ddp") return {"auto", "f32", "bf16"};
-  if (method == "diloco") return {"auto", "f32", "int8", "dct_topk"};
+  if (method == "diloco")
+    return {"auto", "f32", "int8", "dct_topk", "1bit", "powersgd", "powersgd_bf16"};
   if (method == "demo") return {"auto", "f32", "bf16", "1bit"};
   if (method == "powersgd") return {"auto", "f32"};
   if (method == "signef") return {"auto", "1bit"};
@@ -67,12 +68,19 @@ void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
   require_range(sync.dct_k, "sync.dct_k", 1, 4096);
   require_range(sync.dct_chunk, "sync.dct_chunk", 1, 64);
   require_one_of(sync.dct_values, "sync.dct_values", {"f32", "bf16", "1bit"});
+  require_range(sync.sign_block, "sync.sign_block", 8, 1 << 30);
+  require_real(sync.residual_decay, "sync.residual_decay", 0.0, 1.0, true);
   require_real(sync.quorum, "sync.quorum", 0.0, 1.0, true);
   require(sync.quorum == 1.0 || sync.method == "diloco", "sync.quorum",
           fmt::format("{}", sync.quorum),
           "only sync.method = \"diloco\" can leave replicas out (other methods exchange every "
           "step); use 1");
   require_real(sync.outer_deadline_s, "sync.outer_deadline_s", 0.0, 86400.0, true);
+  require(sync.quorum == 1.0 || sync.payload.rfind("powersgd", 0) != 0, "sync.quorum",
+          fmt::format("{}", sync.quorum),
+          fmt::format("sync.payload = \"{}\" compresses the replicas' mean with collectives and "
+                      "cannot leave replicas out; use 1, or payload f32, int8, dct_topk or 1bit",
+                      sync.payload));
   require_range(sync.quorum_retries, "sync.quorum_retries", 0, 1000);
   require_real(sync.demo_beta, "sync.demo_beta", 0.0, 0.999999, false);
   require_range(sync.demo_k, "sync.demo_k", 1, 4096);

@@ -54,6 +54,7 @@ void DilocoSync::step(float* params, float* grads, Optimizer* optimizer, float l
 }
 
 void DilocoSync::sync_fragment(int f, float* params, int64_t t, bool final, Communicator& comm) {
+  outers_[f]->set_update(t);
   if (!quorum_) {
     outers_[f]->outer_step(params, comm);
     return;

@@ -24,16 +24,24 @@ std::unique_ptr<SyncMethod> make_method(const Config& config, Model& model, Comm
   const std::string payload = resolved_payload(s, config.parallel);
   const ParamLayout& layout = model.layout();
   if (s.method == "diloco") {
-    DilocoConfig c{.outer_lr = static_cast<float>(s.outer_lr),
-                   .momentum = static_cast<float>(s.outer_momentum),
-                   .nesterov = s.nesterov,
-                   .wire = payload == "int8"       ? OuterWire::kInt8
-                           : payload == "dct_topk" ? OuterWire::kDctTopk
-                                                   : OuterWire::kF32,
-                   .int8_chunk = s.int8_chunk,
-                   .dct = {.k = static_cast<int>(s.dct_k),
-                           .max_chunk = static_cast<int>(s.dct_chunk),
-                           .values = parse_value_format(s.dct_values, "sync.dct_values")}};
+    DilocoConfig c{
+        .outer_lr = static_cast<float>(s.outer_lr),
+        .momentum = static_cast<float>(s.outer_momentum),
+        .nesterov = s.nesterov,
+        .wire = payload == "int8"                   ? OuterWire::kInt8
+                : payload == "dct_topk"             ? OuterWire::kDctTopk
+                : payload == "1bit"                 ? OuterWire::kSign
+                : payload.rfind("powersgd", 0) == 0 ? OuterWire::kPowerSgd
+                                                    : OuterWire::kF32,
+        .int8_chunk = s.int8_chunk,
+        .dct = {.k = static_cast<int>(s.dct_k),
+                .max_chunk = static_cast<int>(s.dct_chunk),
+                .values = parse_value_format(s.dct_values, "sync.dct_values")},
+        .residual_decay = static_cast<float>(s.residual_decay),
+        .sign_block = s.sign_block,
+        .powersgd = {.rank = static_cast<int>(s.powersgd_rank),
+                     .seed = static_cast<uint64_t>(config.run.seed),
+                     .wire = payload == "powersgd_bf16" ? WireDtype::kBF16 : WireDtype::kF32}};
     std::unique_ptr<QuorumExchange> quorum;
     if (s.quorum < 1.0) {
       if (!store) {
@@ -102,7 +110,8 @@ std::string describe_sync(const SyncConfig& s, const ParallelConfig& parallel) {
         s.outer_lr, s.outer_momentum, s.nesterov ? " Nesterov" : "",
         payload == "dct_topk" ? fmt::format("dct top-{} of chunks <= {}, {} values, error-fed",
                                             s.dct_k, s.dct_chunk, s.dct_values)
-                              : payload,
+        : payload == "1bit" ? fmt::format("1-bit all-reduce, blocks of {}, error-fed", s.sign_block)
+                            : payload,
         s.fragments > 1 ? fmt::format(", {} streaming fragments", s.fragments) : "",
         s.quorum < 1.0
             ? fmt::format(", quorum {} within {} s via the store", s.quorum, s.outer_deadline_s)

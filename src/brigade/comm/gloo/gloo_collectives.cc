@@ -72,10 +72,6 @@ std::vector<int64_t> scaled(const std::vector<int64_t>& v, int64_t factor) {
   return out;
 }
 
-Traffic plus(Traffic a, Traffic b) {
-  return Traffic{a.sent + b.sent, a.received + b.received, a.rounds + b.rounds};
-}
-
 template <typename T>
 void grow(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(n);
@@ -140,9 +136,7 @@ Traffic gloo_all_reduce_bf16(GlooShared& s, float* data, int64_t n, ReduceOp op)
     gloo::allgatherv(o);
   }
   bf16_to_float(data, s.wire.data(), n);
-  const std::vector<int64_t> bytes = scaled(counts, 2);
-  return plus(pairwise_alltoallv_traffic(bytes, scaled(recv_counts, 2), s.rank),
-              ring_allgatherv_traffic(bytes, s.rank));
+  return bf16_allreduce_traffic(n, world, s.rank);
 }
 
 Traffic gloo_reduce_scatter(GlooShared& s, const float* in, float* out, int64_t n_per_rank,
@@ -210,19 +204,19 @@ Traffic gloo_broadcast(GlooShared& s, void* data, int64_t bytes, int root) {
   return binomial_broadcast_traffic(bytes, s.size, s.rank, root);
 }
 
-Traffic gloo_all_to_all(GlooShared& s, const float* in, float* out, int64_t n_per_rank) {
-  if (n_per_rank == 0) return {};
+Traffic gloo_all_to_all(GlooShared& s, const void* in, void* out, int64_t bytes_per_rank) {
+  if (bytes_per_rank == 0) return {};
   if (s.size == 1) {
-    std::memcpy(out, in, n_per_rank * sizeof(float));
+    std::memcpy(out, in, bytes_per_rank);
     return {};
   }
-  const size_t total = static_cast<size_t>(s.size * n_per_rank);
+  const size_t total = static_cast<size_t>(s.size * bytes_per_rank);
   gloo::AlltoallOptions o(s.context);
-  o.setInput<float>(const_cast<float*>(in), total);
-  o.setOutput<float>(out, total);
+  o.setInput<uint8_t>(static_cast<uint8_t*>(const_cast<void*>(in)), total);
+  o.setOutput<uint8_t>(static_cast<uint8_t*>(out), total);
   o.setTimeout(s.timeout);
   gloo::alltoall(o);
-  const std::vector<int64_t> bytes(s.size, n_per_rank * 4);
+  const std::vector<int64_t> bytes(s.size, bytes_per_rank);
   return pairwise_alltoallv_traffic(bytes, bytes, s.rank);
 }
 

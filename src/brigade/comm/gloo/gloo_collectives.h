@@ -19,7 +19,8 @@ Traffic gloo_reduce_scatter(GlooShared& s, const float* in, float* out, int64_t 
 Traffic gloo_all_gather_v(GlooShared& s, const void* in, void* out,
                           const std::vector<int64_t>& counts, int64_t element_bytes);
 Traffic gloo_broadcast(GlooShared& s, void* data, int64_t bytes, int root);
-Traffic gloo_all_to_all(GlooShared& s, const float* in, float* out, int64_t n_per_rank);
+// bytes_per_rank bytes from every rank to every rank (float all_to_all passes 4 n).
+Traffic gloo_all_to_all(GlooShared& s, const void* in, void* out, int64_t bytes_per_rank);
 Traffic gloo_all_to_all_v(GlooShared& s, const float* in, const std::vector<int64_t>& send_counts,
                           float* out, const std::vector<int64_t>& recv_counts);
 Traffic gloo_barrier(GlooShared& s);

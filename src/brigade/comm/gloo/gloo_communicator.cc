@@ -204,7 +204,16 @@ std::unique_ptr<Work> GlooCommunicator::all_to_all_async(const float* in, float*
   BRIGADE_CHECK(n_per_rank >= 0) << "all_to_all: n_per_rank " << n_per_rank;
   GlooShared* s = shared_.get();
   return enqueue(OpDesc{OpKind::kAllToAll, n_per_rank * size() * 4, {}},
-                 [s, in, out, n_per_rank] { return gloo_all_to_all(*s, in, out, n_per_rank); });
+                 [s, in, out, n_per_rank] { return gloo_all_to_all(*s, in, out, n_per_rank * 4); });
+}
+
+std::unique_ptr<Work> GlooCommunicator::all_to_all_bytes_async(const uint8_t* in, uint8_t* out,
+                                                               int64_t bytes_per_rank) {
+  BRIGADE_CHECK(bytes_per_rank >= 0) << "all_to_all_bytes: bytes_per_rank " << bytes_per_rank;
+  GlooShared* s = shared_.get();
+  return enqueue(
+      OpDesc{OpKind::kAllToAll, bytes_per_rank * size(), {}},
+      [s, in, out, bytes_per_rank] { return gloo_all_to_all(*s, in, out, bytes_per_rank); });
 }
 
 std::unique_ptr<Work> GlooCommunicator::all_to_all_v_async(const float* in,

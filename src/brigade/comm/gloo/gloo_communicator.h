@@ -50,6 +50,8 @@ class GlooCommunicator final : public Communicator {
   std::unique_ptr<Work> broadcast_async(float* data, int64_t n, int root) override;
   std::unique_ptr<Work> broadcast_bytes_async(void* data, int64_t bytes, int root) override;
   std::unique_ptr<Work> all_to_all_async(const float* in, float* out, int64_t n_per_rank) override;
+  std::unique_ptr<Work> all_to_all_bytes_async(const uint8_t* in, uint8_t* out,
+                                               int64_t bytes_per_rank) override;
   std::unique_ptr<Work> all_to_all_v_async(const float* in, std::span<const int64_t> send_counts,
                                            float* out,
                                            std::span<const int64_t> recv_counts) override;

@@ -39,6 +39,11 @@ Traffic all_gather_equal_traffic(int64_t bytes, int world, int rank) {
 }
 
 Traffic all_reduce_f32_traffic(int64_t n, int world, int rank) {
+  return all_reduce_traffic(n, WireDtype::kF32, world, rank);
+}
+
+Traffic all_reduce_traffic(int64_t n, WireDtype wire, int world, int rank) {
+  if (wire == WireDtype::kBF16) return bf16_allreduce_traffic(n, world, rank);
   return ring_allreduce_traffic(4 * n, 4, world, rank, kRingAllReduceSegmentBytes);
 }
 

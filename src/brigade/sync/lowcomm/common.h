@@ -52,6 +52,8 @@ void exchange_equal_payloads(Compressor& c, const float* grads, float scale, flo
 
 // Traffic of one rank in an f32 all_reduce of n floats (Gloo ring; see wire_traffic.h).
 Traffic all_reduce_f32_traffic(int64_t n, int world, int rank);
+// The same on the given wire (bf16: 2 bytes per value).
+Traffic all_reduce_traffic(int64_t n, WireDtype wire, int world, int rank);
 
 inline Traffic operator+(Traffic a, Traffic b) {
   return Traffic{a.sent + b.sent, a.received + b.received, a.rounds + b.rounds};

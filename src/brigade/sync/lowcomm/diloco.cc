@@ -30,6 +30,13 @@ void DilocoConfig::validate() const {
                         ": must be in [1, 64]");
     }
   }
+  if (!(residual_decay > 0.0f && residual_decay <= 1.0f)) {
+    throw ConfigError("diloco.residual_decay = " + std::to_string(residual_decay) +
+                      ": must be in (0, 1]");
+  }
+  if (wire == OuterWire::kSign && sign_block < 8) {
+    throw ConfigError("diloco.sign_block = " + std::to_string(sign_block) + ": must be >= 8");
+  }
 }
 
 namespace {
@@ -60,6 +67,16 @@ DilocoOuter::DilocoOuter(const DilocoConfig& config, const float* params, int64_
     residual_.assign(end - begin, 0.0f);
     payload_.resize(dct_->size_bytes());
   }
+  if (config_.wire == OuterWire::kSign) {
+    BRIGADE_CHECK(layout != nullptr) << "diloco 1bit needs the parameter layout";
+    sign_ = std::make_unique<SignAllReduce>(*layout, begin, end, config_.sign_block);
+    payload_.resize(sign_->one_shard_bytes());
+  }
+  if (config_.wire == OuterWire::kPowerSgd) {
+    BRIGADE_CHECK(layout != nullptr) << "diloco powersgd needs the parameter layout";
+    powersgd_ = std::make_unique<PowerSgd>(config_.powersgd, *layout, begin, end);
+    flat_.assign(end, 0.0f);
+  }
 }
 
 const uint8_t* DilocoOuter::encode_delta() {
@@ -72,9 +89,16 @@ const uint8_t* DilocoOuter::encode_delta() {
       return payload_.data();
     case OuterWire::kDctTopk:
       // Error feedback: what earlier payloads left out rides along with this Delta.
-      for (int64_t i = 0; i < n; ++i) residual_[i] += delta_[i];
+      for (int64_t i = 0; i < n; ++i) {
+        residual_[i] = config_.residual_decay * residual_[i] + delta_[i];
+      }
       dct_->encode(residual_.data(), payload_.data(), DctTopkCodec::Residual::kDecoded);
       return payload_.data();
+    case OuterWire::kSign:
+      sign_->encode(delta_.data(), payload_.data());
+      return payload_.data();
+    case OuterWire::kPowerSgd:
+      break;  // collectives only (outer_step(params, comm))
   }
   return nullptr;
 }
@@ -83,6 +107,7 @@ void DilocoOuter::validate_payload(const uint8_t* p, int64_t bytes, int from) {
   try {
     if (config_.wire == OuterWire::kInt8) codec_.validate(p, bytes);
     if (config_.wire == OuterWire::kDctTopk) dct_->validate(p, bytes);
+    if (config_.wire == OuterWire::kSign) sign_->validate(p, bytes, from);
   } catch (const PayloadError& e) {
     throw PayloadError("diloco: from rank " + std::to_string(from) + ": " + e.what());
   }
@@ -101,6 +126,11 @@ void DilocoOuter::decode_add(const uint8_t* p, float* sum) {
     case OuterWire::kDctTopk:
       dct_->decode_add(p, 1.0f, sum);
       break;
+    case OuterWire::kSign:
+      sign_->decode_add(p, 1.0f, sum);
+      break;
+    case OuterWire::kPowerSgd:
+      break;  // collectives only
   }
 }
 
@@ -133,6 +163,12 @@ void DilocoOuter::outer_step(float* params, Communicator& comm) {
   pseudo_gradient(params, delta_.data());
   if (config_.wire == OuterWire::kF32) {
     comm.all_reduce(delta_.data(), n, ReduceOp::kAvg);
+  } else if (config_.wire == OuterWire::kSign) {
+    sign_->all_reduce_mean(delta_.data(), comm);
+  } else if (config_.wire == OuterWire::kPowerSgd) {
+    std::memcpy(flat_.data() + begin_, delta_.data(), sizeof(float) * n);
+    powersgd_->reduce(flat_.data(), comm);
+    std::memcpy(delta_.data(), flat_.data() + begin_, sizeof(float) * n);
   } else {
     const int world = comm.size();
     const int64_t bytes = payload_bytes();
@@ -152,15 +188,17 @@ void DilocoOuter::outer_step(float* params, Communicator& comm) {
 std::vector<int> DilocoOuter::outer_step(float* params, QuorumExchange& exchange,
                                          const std::string& key, const std::string& what) {
   const int64_t n = end_ - begin_;
+  BRIGADE_CHECK(!powersgd_) << "diloco powersgd has no quorum exchange";
   pseudo_gradient(params, delta_.data());
   const int64_t bytes = payload_bytes();
   const uint8_t* mine = encode_delta();
   std::vector<int> members = exchange.exchange(key, what, mine, bytes, gathered_);
   const int m = static_cast<int>(members.size());
   for (int i = 0; i < m; ++i) validate_payload(gathered_.data() + i * bytes, bytes, members[i]);
-  if (dct_ && std::find(members.begin(), members.end(), exchange.rank()) == members.end()) {
+  if (std::find(members.begin(), members.end(), exchange.rank()) == members.end()) {
     // Left out: nothing of this Delta reached the mean, so all of it stays in the residual.
-    dct_->decode_add(payload_.data(), 1.0f, residual_.data());
+    if (dct_) dct_->decode_add(payload_.data(), 1.0f, residual_.data());
+    if (sign_) sign_->return_unsent(payload_.data());
   }
   // The members' mean, summed in rank order (every replica gets the same bits).
   std::fill(delta_.begin(), delta_.end(), 0.0f);
@@ -184,22 +222,37 @@ int64_t DilocoOuter::payload_bytes() const {
       return codec_.size_bytes();
     case OuterWire::kDctTopk:
       return dct_->size_bytes();
+    case OuterWire::kSign:
+      return sign_->one_shard_bytes();
+    case OuterWire::kPowerSgd:
+      return 4 * (powersgd_->p_floats() + powersgd_->q_floats());
   }
   return 0;
 }
 
 Traffic DilocoOuter::bytes_per_step(int world, int rank) const {
   if (config_.wire == OuterWire::kF32) return all_reduce_f32_traffic(end_ - begin_, world, rank);
+  if (config_.wire == OuterWire::kSign) return sign_->bytes_per_call(world, rank);
+  if (config_.wire == OuterWire::kPowerSgd) return powersgd_->bytes_per_step(world, rank);
   return all_gather_equal_traffic(payload_bytes(), world, rank);
 }
 
 std::vector<StateView> DilocoOuter::state_tensors() {
   std::vector<StateView> out{{"diloco.global", global_.data(), begin_, end_}};
   if (!momentum_.empty()) out.push_back({"diloco.momentum", momentum_.data(), begin_, end_});
+  if (powersgd_ && powersgd_->q_floats() > 0) {
+    out.push_back({"diloco.powersgd_q", powersgd_->q_state().data(), 0, powersgd_->q_floats()});
+  }
   return out;
 }
 
 std::vector<StateView> DilocoOuter::local_state_tensors() {
+  if (sign_) return sign_->state_tensors("diloco");
+  if (powersgd_) {
+    std::vector<StateView> v = powersgd_->state_tensors();
+    v[0].name = "diloco.residual";
+    return v;
+  }
   if (residual_.empty()) return {};
   return {{"diloco.residual", residual_.data(), begin_, end_}};
 }

@@ -14,11 +14,18 @@
 // ((W - 1) * size_bytes() per rank each way) and every replica dequantizes and averages them in
 // rank order, so all replicas hold bitwise-identical theta_global.
 // kDctTopk compresses the pseudo-gradient the way DeMo compresses its residual (dct_topk.h),
-// with error feedback per replica:
-//   e_i += Delta_i;  payload_i = top-k DCT coefficients of e_i;  e_i -= decode(payload_i)
+// with error feedback per replica (beta = residual_decay, 1 unless set; SparseLoCo, Sarfi et
+// al. 2025, decays it):
+//   e_i = beta e_i + Delta_i;  payload_i = top-k DCT coefficients of e_i;  e_i -= decode(payload_i)
 //   Delta = (1/W) sum_i decode(payload_i)               (all_gather, decoded in rank order)
 // so nothing a replica drifted is lost, only delayed; e_i is local state
 // ("diloco.residual"). Bytes: (W - 1) * DctTopkCodec::size_bytes() each way per rank.
+// kSign sends Delta_i through the error-fed 1-bit all-reduce (sign_allreduce.h): signs and a
+// scale per block, error feedback at every replica and at every shard's owner; about
+// 2 (W - 1) / W * n / 8 bytes each way, 32x less than kF32. Its two residuals are local state.
+// kPowerSgd compresses the mean pseudo-gradient to rank r per matrix (powersgd.h), with error
+// feedback per replica: P and Q are all-reduced, so the low-rank basis is chosen from the
+// replicas' mean, not from each replica's own drift. Collectives only (no quorum exchange).
 //
 // Streaming DiLoCo syncs P fragments of the model on staggered schedules: fragment_range()
 // says which contiguous range fragment f covers, streaming_fragment_at() which fragment syncs
@@ -33,12 +40,14 @@
 #include "brigade/model/param_spec.h"
 #include "brigade/sync/lowcomm/dct_topk.h"
 #include "brigade/sync/lowcomm/int8_quant.h"
+#include "brigade/sync/lowcomm/powersgd.h"
 #include "brigade/sync/lowcomm/quorum_exchange.h"
+#include "brigade/sync/lowcomm/sign_allreduce.h"
 #include "brigade/sync/optimizer.h"
 
 namespace brigade {
 
-enum class OuterWire { kF32, kInt8, kDctTopk };
+enum class OuterWire { kF32, kInt8, kDctTopk, kSign, kPowerSgd };
 
 struct DilocoConfig {
   float outer_lr = 0.7f;  // > 0
@@ -49,6 +58,11 @@ struct DilocoConfig {
   // kDctTopk: coefficients per chunk, chunk edge, value format; chunk_scales is implied for
   // 1bit (a pseudo-gradient needs magnitudes, unlike DeMo's sign update).
   DctTopkConfig dct = {};
+  // kDctTopk: e_i = residual_decay * e_i + Delta_i (SparseLoCo's decayed error feedback, which
+  // stands in for outer momentum; 1 = classic error feedback). In (0, 1].
+  float residual_decay = 1.0f;
+  int64_t sign_block = 256;      // kSign: values per scale, >= 8
+  PowerSgdConfig powersgd = {};  // kPowerSgd: rank, seed, wire of P and Q
   // Throws ConfigError naming the key ("diloco.outer_lr"), the value and what is allowed.
   void validate() const;
 };
@@ -66,6 +80,10 @@ class DilocoOuter {
   // collective; the state is unchanged then, except kDctTopk's residual, which already holds
   // this Delta (the run stops on such an error).
   void outer_step(float* params, Communicator& comm);
+  // kPowerSgd keys the redraw of dead Q columns by the update number of the outer step.
+  void set_update(int64_t t) {
+    if (powersgd_) powersgd_->set_steps(t);
+  }
   // The same step with the payloads exchanged through the store (quorum_exchange.h): the mean
   // is over the members only, which it returns. Every replica, member or not, ends with the
   // same theta_global. key must be unique per outer step of this range.
@@ -86,9 +104,11 @@ class DilocoOuter {
   // payloads received; rounds: one set, one get of the members, world - 1 payload gets.
   Traffic quorum_bytes_per_step(int world) const;
 
-  // "diloco.global" and (if momentum > 0) "diloco.momentum" over [begin, end).
+  // "diloco.global" and (if momentum > 0) "diloco.momentum" over [begin, end); kPowerSgd adds
+  // its warm-start Q's, "diloco.powersgd_q" over [0, q floats).
   std::vector<StateView> state_tensors();
-  // kDctTopk: "diloco.residual" over [begin, end), this replica's error feedback; else none.
+  // kDctTopk and kPowerSgd: "diloco.residual" over [begin, end), this replica's error
+  // feedback; kSign: that and "diloco.owner_residual" (the owner stage's); else none.
   std::vector<StateView> local_state_tensors();
   const float* residual() const { return residual_.data(); }
   const float* global() const { return global_.data(); }
@@ -105,8 +125,11 @@ class DilocoOuter {
   int64_t begin_, end_;
   std::vector<float> global_, momentum_, delta_;
   Int8Codec codec_;
-  std::unique_ptr<DctTopkCodec> dct_;  // kDctTopk only
-  std::vector<float> residual_;        // kDctTopk only: e_i
+  std::unique_ptr<DctTopkCodec> dct_;    // kDctTopk only
+  std::unique_ptr<SignAllReduce> sign_;  // kSign only
+  std::unique_ptr<PowerSgd> powersgd_;   // kPowerSgd only
+  std::vector<float> flat_;              // kPowerSgd: Delta at flat offsets [begin, end)
+  std::vector<float> residual_;          // kDctTopk only: e_i
   std::vector<uint8_t> payload_, gathered_;
 };
 

@@ -138,15 +138,15 @@ void PowerSgd::phase_finish(const float* p, const float* q, float* grads) {
 
 void PowerSgd::reduce(float* grads, Communicator& comm) {
   phase_p(grads, p_buf_.data());
-  if (p_floats_ > 0) comm.all_reduce(p_buf_.data(), p_floats_, ReduceOp::kAvg);
+  if (p_floats_ > 0) comm.all_reduce(p_buf_.data(), p_floats_, ReduceOp::kAvg, config_.wire);
   phase_q(p_buf_.data(), q_buf_.data());
-  if (q_floats_ > 0) comm.all_reduce(q_buf_.data(), q_floats_, ReduceOp::kAvg);
+  if (q_floats_ > 0) comm.all_reduce(q_buf_.data(), q_floats_, ReduceOp::kAvg, config_.wire);
   phase_finish(p_buf_.data(), q_buf_.data(), grads);
 }
 
 Traffic PowerSgd::bytes_per_step(int world, int rank) const {
-  return all_reduce_f32_traffic(p_floats_, world, rank) +
-         all_reduce_f32_traffic(q_floats_, world, rank);
+  return all_reduce_traffic(p_floats_, config_.wire, world, rank) +
+         all_reduce_traffic(q_floats_, config_.wire, world, rank);
 }
 
 std::vector<StateView> PowerSgd::state_tensors() {

@@ -10,8 +10,9 @@
 // of the replicas' M. Tensors of one row (1-D) and, unless configured otherwise, matrices where
 // (n + m) r >= n m are sent uncompressed (exact mean, no error).
 //
-// Wire: two f32 all_reduces per step, of p_floats() = sum (n r) + uncompressed numel and
-// q_floats() = sum (m r) values (bytes_per_step() gives the Gloo ring traffic of both).
+// Wire: two all_reduces per step (f32, or bf16 with config.wire), of p_floats() = sum (n r) +
+// uncompressed numel and q_floats() = sum (m r) values (bytes_per_step() gives the Gloo ring
+// traffic of both).
 #include <cstdint>
 #include <span>
 #include <string>
@@ -27,7 +28,8 @@ namespace brigade {
 struct PowerSgdConfig {
   int rank = 4;       // r, >= 1 (capped per matrix at min(n, m))
   uint64_t seed = 0;  // initial Q: N(0, 1) from (seed, tensor name), same on every replica
-  bool skip_incompressible = true;  // send matrices with (n + m) r >= n m as they are
+  bool skip_incompressible = true;   // send matrices with (n + m) r >= n m as they are
+  WireDtype wire = WireDtype::kF32;  // of the two all-reduces (bf16 halves the bytes)
   // Throws ConfigError naming the key ("powersgd.rank"), the value and what is allowed.
   void validate() const;
 };
