@@ -3,6 +3,7 @@
 // FileStore, the bytes one call adds to the counters, and a bitwise cross-rank comparison.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <vector>
 
 #include "brigade/comm/communicator.h"
@@ -10,6 +11,18 @@
 #include "comm/multiprocess.h"
 
 namespace brigade::testutil {
+
+// Runs fn(rank, comm) in `world` processes, each with a communicator over one FileStore, and
+// expects every rank to finish cleanly within `timeout`.
+template <typename Fn>
+void expect_ranks_pass(int world, std::chrono::milliseconds timeout, Fn&& fn) {
+  TempDir dir;
+  auto result = run_ranks(world, timeout, [&](int rank) {
+    auto comm = make_file_comm(dir.path(), rank, world);
+    fn(rank, *comm);
+  });
+  EXPECT_TRUE(AllRanksOk(result));
+}
 
 // Bytes (all operation kinds) that fn() added to this rank's counters.
 template <typename Fn>

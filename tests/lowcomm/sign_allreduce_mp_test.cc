@@ -7,16 +7,14 @@
 //   - all ranks decode bitwise the same values, and the counted bytes equal bytes_per_call():
 //     ~16x less than an f32 ring all-reduce of the same values at blocks of 32;
 //   - values that are already one magnitude per block with the same signs everywhere come
-//     through exactly, with zero residuals;
-//   - DiLoCo with sync.payload = 1bit (OuterWire::kSign) moves theta_global by the Nesterov
-//     step of that compressed mean and keeps every replica on the same weights.
+//     through exactly, with zero residuals.
+// DiLoCo over it: diloco_wires_mp_test.cc.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <string>
 
-#include "brigade/sync/lowcomm/diloco.h"
 #include "brigade/sync/lowcomm/payload.h"
 #include "brigade/sync/lowcomm/sign_allreduce.h"
 #include "lowcomm/lowcomm_mp_util.h"
@@ -58,9 +56,7 @@ std::vector<float> gathered(Communicator& comm, const float* v, int64_t n) {
 
 TEST(SignAllReduceMp, EqualsNaiveSimulationLosesNothingAndCountsItsBytes) {
   const int W = 4, R = 4;
-  testutil::TempDir dir;
-  auto result = testutil::run_ranks(W, 60s, [&](int rank) {
-    auto comm = testutil::make_file_comm(dir.path(), rank, W);
+  testutil::expect_ranks_pass(W, 60s, [&](int rank, Communicator& comm) {
     const ParamLayout l = mixed_layout();
     const int64_t n = l.total();
     SignAllReduce ar(l, 0, n, kBlock);
@@ -84,8 +80,7 @@ TEST(SignAllReduceMp, EqualsNaiveSimulationLosesNothingAndCountsItsBytes) {
       const std::vector<float> ref = naive_quantize(l, owner);
 
       std::vector<float> x = replica_grad(n, rank, t);
-      const Traffic bytes =
-          testutil::traffic_of(*comm, [&] { ar.all_reduce_mean(x.data(), *comm); });
+      const Traffic bytes = testutil::traffic_of(comm, [&] { ar.all_reduce_mean(x.data(), comm); });
       EXPECT_EQ(bytes.sent, ar.bytes_per_call(W, rank).sent);
       EXPECT_EQ(bytes.received, ar.bytes_per_call(W, rank).received);
       // f32 ring all-reduce: 2 (W - 1) / W * 4n bytes sent; here a sign and, with blocks of
@@ -93,29 +88,26 @@ TEST(SignAllReduceMp, EqualsNaiveSimulationLosesNothingAndCountsItsBytes) {
       EXPECT_LT(bytes.sent * 14, 2 * (W - 1) * 4 * n / W);
       for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(x[i], ref[i], 1e-6) << "call " << t << " " << i;
       for (int64_t i = 0; i < n; ++i) sum_out[i] += x[i];
-      EXPECT_TRUE(testutil::identical_across_ranks(*comm, x.data(), n));
+      EXPECT_TRUE(testutil::identical_across_ranks(comm, x.data(), n));
     }
     // Nothing lost: outputs + mean worker residual + owner residuals == the true means.
-    const std::vector<float> residuals = gathered(*comm, ar.residual(), n);
+    const std::vector<float> residuals = gathered(comm, ar.residual(), n);
     const std::vector<StateView> state = ar.state_tensors("t");
     ASSERT_EQ(state.size(), 2u);
     EXPECT_EQ(state[0].name, "t.residual");
     EXPECT_EQ(state[1].name, "t.owner_residual");
-    const std::vector<float> owners = gathered(*comm, state[1].data, n);
+    const std::vector<float> owners = gathered(comm, state[1].data, n);
     for (int64_t i = 0; i < n; ++i) {
       double kept = 0.0;
       for (int r = 0; r < W; ++r) kept += double{residuals[r * n + i]} / W + owners[r * n + i];
       ASSERT_NEAR(sum_out[i] + kept, sum_true[i], 1e-4) << i;
     }
   });
-  EXPECT_TRUE(testutil::AllRanksOk(result));
 }
 
 TEST(SignAllReduceMp, OneMagnitudePerBlockComesThroughExactly) {
   const int W = 3;
-  testutil::TempDir dir;
-  auto result = testutil::run_ranks(W, 60s, [&](int rank) {
-    auto comm = testutil::make_file_comm(dir.path(), rank, W);
+  testutil::expect_ranks_pass(W, 60s, [&](int, Communicator& comm) {
     const ParamLayout l = mixed_layout();
     const int64_t n = l.total();
     SignAllReduce ar(l, 0, n, kBlock);
@@ -128,50 +120,12 @@ TEST(SignAllReduceMp, OneMagnitudePerBlockComesThroughExactly) {
       }
     }
     std::vector<float> x = want;
-    ar.all_reduce_mean(x.data(), *comm);
+    ar.all_reduce_mean(x.data(), comm);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], want[i]) << i;
     for (const StateView& v : ar.state_tensors("t")) {
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(v.data[i], 0.0f) << v.name << " " << i;
     }
   });
-  EXPECT_TRUE(testutil::AllRanksOk(result));
-}
-
-TEST(SignAllReduceMp, DilocoOuterStepIsNesterovOnTheCompressedMean) {
-  const int W = 3, R = 3;
-  testutil::TempDir dir;
-  auto result = testutil::run_ranks(W, 60s, [&](int rank) {
-    auto comm = testutil::make_file_comm(dir.path(), rank, W);
-    const ParamLayout l = mixed_layout();
-    const int64_t n = l.total();
-    const std::vector<float> theta0 = testutil::normal_vector(n, 5, "theta");
-    const DilocoConfig c{.wire = OuterWire::kSign, .sign_block = kBlock};
-    DilocoOuter outer(c, theta0.data(), 0, n, &l);
-    // The reference: the same compressed mean from a second all-reduce fed the same Deltas.
-    SignAllReduce ar(l, 0, n, kBlock);
-    std::vector<double> ref(theta0.begin(), theta0.end()), v(n, 0.0);
-    std::vector<float> theta = theta0;
-    for (int round = 0; round < R; ++round) {
-      const std::vector<float> g = replica_grad(n, rank, round);
-      // The inner steps moved theta by -0.05 g; delta is the pseudo-gradient the outer step sees.
-      std::vector<float> delta(n);
-      for (int64_t i = 0; i < n; ++i) {
-        theta[i] = outer.global()[i] - 0.05f * g[i];
-        delta[i] = outer.global()[i] - theta[i];
-      }
-      const Traffic t = testutil::traffic_of(*comm, [&] { outer.outer_step(theta.data(), *comm); });
-      EXPECT_EQ(t.sent, outer.bytes_per_step(W, rank).sent);
-      ar.all_reduce_mean(delta.data(), *comm);
-      for (int64_t i = 0; i < n; ++i) {
-        v[i] = 0.9 * v[i] + delta[i];
-        ref[i] -= 0.7 * (delta[i] + 0.9 * v[i]);
-      }
-      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(theta[i], ref[i], 1e-5) << "round " << round;
-    }
-    EXPECT_EQ(outer.local_state_tensors().size(), 2u);
-    EXPECT_TRUE(testutil::identical_across_ranks(*comm, theta.data(), n));
-  });
-  EXPECT_TRUE(testutil::AllRanksOk(result));
 }
 
 // The one-level form (DiLoCo's quorum exchange through the store): a message decodes to what
