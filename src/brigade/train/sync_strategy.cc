@@ -102,20 +102,33 @@ std::string resolved_payload(const SyncConfig& sync, const ParallelConfig& paral
   return "f32";
 }
 
+namespace {
+std::string describe_outer_payload(const SyncConfig& s, const std::string& payload) {
+  if (payload == "dct_topk") {
+    return fmt::format("dct top-{} of chunks <= {}, {} values, error-fed{}", s.dct_k, s.dct_chunk,
+                       s.dct_values,
+                       s.residual_decay < 1.0 ? fmt::format(" (decay {})", s.residual_decay) : "");
+  }
+  if (payload == "1bit")
+    return fmt::format("1-bit all-reduce, blocks of {}, error-fed", s.sign_block);
+  if (payload.rfind("powersgd", 0) == 0) {
+    return fmt::format("PowerSGD rank {} of the mean{}, error-fed", s.powersgd_rank,
+                       payload == "powersgd_bf16" ? " over bf16" : "");
+  }
+  return payload;
+}
+}  // namespace
+
 std::string describe_sync(const SyncConfig& s, const ParallelConfig& parallel) {
   const std::string payload = resolved_payload(s, parallel);
   if (s.method == "diloco") {
-    return fmt::format(
-        "diloco (H = {}, outer lr {}, momentum {}{}, {} pseudo-gradient{}{})", s.inner_steps,
-        s.outer_lr, s.outer_momentum, s.nesterov ? " Nesterov" : "",
-        payload == "dct_topk" ? fmt::format("dct top-{} of chunks <= {}, {} values, error-fed",
-                                            s.dct_k, s.dct_chunk, s.dct_values)
-        : payload == "1bit" ? fmt::format("1-bit all-reduce, blocks of {}, error-fed", s.sign_block)
-                            : payload,
-        s.fragments > 1 ? fmt::format(", {} streaming fragments", s.fragments) : "",
-        s.quorum < 1.0
-            ? fmt::format(", quorum {} within {} s via the store", s.quorum, s.outer_deadline_s)
-            : "");
+    return fmt::format("diloco (H = {}, outer lr {}, momentum {}{}, {} pseudo-gradient{}{})",
+                       s.inner_steps, s.outer_lr, s.outer_momentum, s.nesterov ? " Nesterov" : "",
+                       describe_outer_payload(s, payload),
+                       s.fragments > 1 ? fmt::format(", {} streaming fragments", s.fragments) : "",
+                       s.quorum < 1.0 ? fmt::format(", quorum {} within {} s via the store",
+                                                    s.quorum, s.outer_deadline_s)
+                                      : "");
   }
   if (s.method == "demo") {
     return fmt::format("demo (beta {}, k {} per chunk of edge <= {}, {} values)", s.demo_beta,
