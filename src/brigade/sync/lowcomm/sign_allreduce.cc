@@ -25,6 +25,7 @@ SignAllReduce::SignAllReduce(const ParamLayout& layout, int64_t begin, int64_t e
   residual_.assign(static_cast<size_t>(end - begin), 0.0f);
   owner_residual_.assign(static_cast<size_t>(end - begin), 0.0f);
   mean_.assign(static_cast<size_t>(end - begin), 0.0f);
+  whole_ = shards_for(1)[0];
 }
 
 std::vector<SignAllReduce::Shard> SignAllReduce::shards_for(int world) const {
@@ -50,18 +51,21 @@ const std::vector<SignAllReduce::Shard>& SignAllReduce::shards(int world) {
   if (world != cached_world_) {
     shards_ = shards_for(world);
     cached_world_ = world;
+    cached_message_bytes_ = 0;
+    for (const Shard& s : shards_) cached_message_bytes_ = std::max(cached_message_bytes_, s.bytes);
   }
   return shards_;
 }
 
 int64_t SignAllReduce::message_bytes(int world) const {
+  if (world == cached_world_) return cached_message_bytes_;
   int64_t m = 0;
   for (const Shard& s : shards_for(world)) m = std::max(m, s.bytes);
   return m;
 }
 
 int64_t SignAllReduce::one_shard_bytes() const {
-  return message_bytes(1);
+  return whole_.bytes;
 }
 
 Traffic SignAllReduce::bytes_per_call(int world, int rank) const {
@@ -127,7 +131,7 @@ void SignAllReduce::add_decoded(const Shard& s, const uint8_t* msg, float weight
 void SignAllReduce::all_reduce_mean(float* x, Communicator& comm) {
   const int world = comm.size(), me = comm.rank();
   const std::vector<Shard>& sh = shards(world);
-  const int64_t m = message_bytes(world), n = end_ - begin_;
+  const int64_t m = cached_message_bytes_, n = end_ - begin_;
   if (static_cast<int64_t>(send_.size()) < world * m) {
     send_.resize(world * m);
     recv_.resize(world * m);
@@ -158,22 +162,20 @@ void SignAllReduce::all_reduce_mean(float* x, Communicator& comm) {
 }
 
 void SignAllReduce::encode(const float* x, uint8_t* out, float* sent) {
-  const std::vector<Shard> one = shards_for(1);
   for (int64_t i = 0; i < end_ - begin_; ++i) residual_[i] += x[i];
-  quantize(one[0], residual_.data(), out, one[0].bytes, sent);
+  quantize(whole_, residual_.data(), out, whole_.bytes, sent);
 }
 
 void SignAllReduce::validate(const uint8_t* data, int64_t size, int from) const {
-  const std::vector<Shard> one = shards_for(1);
-  if (size != one[0].bytes) {
+  if (size != whole_.bytes) {
     throw PayloadError("1-bit payload from rank " + std::to_string(from) + ": length " +
-                       std::to_string(size) + ", expected " + std::to_string(one[0].bytes));
+                       std::to_string(size) + ", expected " + std::to_string(whole_.bytes));
   }
-  check(one[0], data, size, from);
+  check(whole_, data, size, from);
 }
 
 void SignAllReduce::decode_add(const uint8_t* data, float weight, float* sum) const {
-  add_decoded(shards_for(1)[0], data, weight, sum);
+  add_decoded(whole_, data, weight, sum);
 }
 
 std::vector<StateView> SignAllReduce::state_tensors(const std::string& prefix) {

@@ -71,6 +71,7 @@ class SignAllReduce {
     int64_t bytes;                    // unpadded message
   };
   std::vector<Shard> shards_for(int world) const;
+  // The partition for `world`, kept from the last call (an outer step allocates nothing).
   const std::vector<Shard>& shards(int world);
   // Quantizes v over the shard into msg (padded_bytes, zeroed first) and subtracts what it sent.
   void quantize(const Shard& s, float* v, uint8_t* msg, int64_t padded_bytes,
@@ -81,8 +82,10 @@ class SignAllReduce {
   int64_t begin_, end_;
   std::vector<Block> blocks_;
   std::vector<float> residual_, owner_residual_, mean_;
+  Shard whole_{};  // the one-shard partition of the one-level form
   int cached_world_ = 0;
   std::vector<Shard> shards_;
+  int64_t cached_message_bytes_ = 0;  // M of shards_
   std::vector<uint8_t> send_, recv_;
 };
 
