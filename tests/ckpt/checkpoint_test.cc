@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -29,7 +30,12 @@ TEST(Checkpoint, CommitThenOpenLatestReturnsIt) {
   const std::string dir = testing::save_fake(root.path(), 10);
   EXPECT_EQ(dir, root / "step_00000010");
   EXPECT_EQ(testing::list_dir(root.path()), (std::vector<std::string>{"latest", "step_00000010"}));
-  EXPECT_EQ(testing::read_raw(root / "latest"), "step_00000010\n");
+  // The folder's name, then its CRC-32 (zlib as the reference).
+  const std::string name = "step_00000010";
+  char crc[16];
+  std::snprintf(crc, sizeof(crc), "%08lx",
+                ::crc32(0, reinterpret_cast<const Bytef*>(name.data()), name.size()));
+  EXPECT_EQ(testing::read_raw(root / "latest"), name + "\ncrc32 0x" + crc + "\n");
   EXPECT_EQ(testing::list_dir(dir),
             (std::vector<std::string>{"manifest.json", "model.safetensors", "optim.safetensors"}));
 

@@ -46,4 +46,16 @@ inline std::map<std::string, WholeTensor> read_checkpoint(const std::string& dir
   return out;
 }
 
+// The tensors of `all` named "<buffer>/<tensor>", by tensor name: one state buffer
+// ("replica1.params", "adamw.m"), which checkpoints save per tensor.
+inline std::map<std::string, WholeTensor> state_buffer(
+    const std::map<std::string, WholeTensor>& all, const std::string& buffer) {
+  std::map<std::string, WholeTensor> out;
+  const std::string prefix = buffer + "/";
+  for (const auto& [name, t] : all) {
+    if (name.rfind(prefix, 0) == 0) out.emplace(name.substr(prefix.size()), t);
+  }
+  return out;
+}
+
 }  // namespace brigade::testing

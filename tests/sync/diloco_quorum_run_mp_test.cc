@@ -57,10 +57,10 @@ TEST_F(QuorumRun, StalledReplicaIsLeftOutAndRejoins) {
 
   const auto state = read_checkpoint(r + "/checkpoints/step_00000024", CkptPart::kState);
   auto params_of = [&](int replica) {
-    return state.at("replica" + std::to_string(replica) + ".params").data;
+    return state_buffer(state, "replica" + std::to_string(replica) + ".params");
   };
-  const std::vector<float> p1 = params_of(1);
-  EXPECT_GT(p1.size(), 1000u);
+  const auto p1 = params_of(1);
+  EXPECT_GT(p1.size(), 10u);  // every tensor of the model
   EXPECT_EQ(params_of(2), p1);
   EXPECT_EQ(params_of(3), p1);
 }

@@ -15,7 +15,9 @@
 #include <fstream>
 #include <string>
 
+#include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
+#include "brigade/ckpt/manifest.h"
 #include "brigade/runtime/config.h"
 #include "brigade/train/trainer.h"
 #include "common/checkpoint_tensors.h"
@@ -83,13 +85,77 @@ TEST_F(AsyncCheckpointFault, FullDiskIsLoggedTrainingGoesOnAndTheNextSaveSucceed
   EXPECT_NE(log.find("checkpoint " + ckpt("faulty", 10)), std::string::npos) << log;
   EXPECT_FALSE(std::filesystem::exists(ckpt("faulty", 5)));
   EXPECT_TRUE(std::filesystem::exists(ckpt("faulty", 10) + "/manifest.json"));
-  EXPECT_EQ(read_file(dir_ + "/faulty/tiny/checkpoints/latest"), "step_" + fmt_step(15) + "\n");
+  EXPECT_EQ(read_file(dir_ + "/faulty/tiny/checkpoints/latest"), latest_file_text(15));
   // Training was not disturbed: the final state equals the fault-free run's, bit for bit.
   for (auto part : {CkptPart::kModel, CkptPart::kState}) {
     const auto want = read_checkpoint(ckpt("reference", 15), part);
     ASSERT_FALSE(want.empty());
     EXPECT_TRUE(read_checkpoint(ckpt("faulty", 15), part) == want);
   }
+}
+
+// The checkpoint of the last step has no next interval to retry it: a full disk that stays full
+// through the retry must fail the run (exit 8, SaveError), naming the last saved step, never
+// report success with the last steps unsaved.
+TEST_F(AsyncCheckpointFault, FinalSaveThatFailsAgainFailsTheRunNamingTheLastSavedStep) {
+  const int64_t one = writes_of("count1", 5);   // start + save at 5
+  const int64_t two = writes_of("count2", 10);  // start + saves at 5, 10
+  const int64_t per_save = two - one;
+  ASSERT_GT(per_save, 0);
+  // From the first write of the save at step 10 on, the disk is full (and stays full).
+  detail::set_io_fault(
+      detail::IoFault{.op = detail::IoOp::kWrite, .nth = one + 1, .error = ENOSPC, .torn = true});
+  try {
+    train_run("full", 10);
+    ADD_FAILURE() << "the run reported success with step 10 unsaved";
+  } catch (const SaveError& e) {
+    EXPECT_EQ(e.exit_code(), 8);
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("checkpoint of step 10 could not be saved"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("the last saved step is 5"), std::string::npos) << msg;
+  }
+  detail::set_io_fault(std::nullopt);
+  const std::string log = read_file(dir_ + "/full/tiny/train.log");
+  EXPECT_NE(log.find("retrying the checkpoint of step 10"), std::string::npos) << log;
+  EXPECT_EQ(log.find("the next checkpoint retries"), std::string::npos) << log;
+  EXPECT_EQ(log.find("done:"), std::string::npos) << log;
+  EXPECT_EQ(read_file(dir_ + "/full/tiny/checkpoints/latest"), latest_file_text(5));
+}
+
+// Space freed before the retry: the retry saves it and the run succeeds.
+TEST_F(AsyncCheckpointFault, FinalSaveIsRetriedAfterAShortWait) {
+  const int64_t one = writes_of("count1", 5);
+  detail::set_io_fault(detail::IoFault{
+      .op = detail::IoOp::kWrite, .nth = one + 1, .error = ENOSPC, .torn = true, .once = true});
+  ASSERT_EQ(train_run("retried", 10), 0);
+  detail::set_io_fault(std::nullopt);
+  const std::string log = read_file(dir_ + "/retried/tiny/train.log");
+  EXPECT_NE(log.find("checkpoint of step 10 failed"), std::string::npos) << log;
+  EXPECT_NE(log.find("retrying the checkpoint of step 10"), std::string::npos) << log;
+  EXPECT_NE(log.find("checkpoint " + ckpt("retried", 10)), std::string::npos) << log;
+  EXPECT_EQ(read_file(dir_ + "/retried/tiny/checkpoints/latest"), latest_file_text(10));
+}
+
+// metrics.jsonl on a full disk: the first failed record is logged once, every one is counted,
+// and the file holds only whole records (a torn line is cut off again).
+TEST_F(AsyncCheckpointFault, MetricsWriteFailuresAreReportedOnceAndCounted) {
+  detail::set_io_fault(
+      detail::IoFault{.op = detail::IoOp::kAppend, .nth = 4, .error = ENOSPC, .torn = true});
+  ASSERT_EQ(train_run("metrics", 10), 0);
+  detail::set_io_fault(std::nullopt);
+  // 10 step records + 1 final evaluation + 1 summary = 12 records, of which 3 were written.
+  const std::string metrics = read_file(dir_ + "/metrics/tiny/metrics.jsonl");
+  size_t lines = 0;
+  for (size_t at = 0; (at = metrics.find('\n', at)) != std::string::npos; ++at) ++lines;
+  EXPECT_EQ(lines, 3u) << metrics;
+  EXPECT_EQ(metrics.back(), '\n');
+  const std::string log = read_file(dir_ + "/metrics/tiny/train.log");
+  const std::string first =
+      "cannot write " + dir_ + "/metrics/tiny/metrics.jsonl: " + std::strerror(ENOSPC);
+  const size_t at = log.find(first);
+  EXPECT_NE(at, std::string::npos) << log;
+  EXPECT_EQ(log.find(first, at + 1), std::string::npos) << "logged more than once:\n" << log;
+  EXPECT_NE(log.find("9 metrics records could not be written"), std::string::npos) << log;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "brigade/base/file_io.h"
+#include "brigade/ckpt/manifest.h"
 #include "brigade/data/sampler.h"
 #include "common/checkpoint_tensors.h"
 #include "parallel/dp_run_helpers.h"
@@ -35,7 +36,7 @@ class ShardedResume : public DpRuns {
   // (under DDP every piece is replicated, so rank 0 writes them all).
   static void expect_sharded(const std::string& ckpt, int ranks, int writers) {
     const nlohmann::json m = manifest(ckpt);
-    EXPECT_EQ(m.at("format_version"), 2);
+    EXPECT_EQ(m.at("format_version"), kShardedCheckpointFormatVersion);
     EXPECT_EQ(m.at("sharding").at("world_size"), ranks);
     EXPECT_EQ(m.at("files").size(), static_cast<size_t>(writers)) << m.at("files").dump();
     for (int r = 0; r < writers; ++r) {

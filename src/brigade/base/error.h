@@ -10,13 +10,14 @@ namespace brigade {
 // Exit codes of the `brigade` binary, one per kind of failure.
 enum ExitCode : int {
   kExitOk = 0,
-  kExitFailure = 1,      // anything not listed below
-  kExitConfig = 2,       // invalid config or command line: nothing was started
-  kExitIo = 3,           // missing/unreadable/corrupt file
-  kExitCheckpoint = 4,   // no usable checkpoint
-  kExitComm = 5,         // a collective timed out or a peer was lost
-  kExitNonFinite = 6,    // NaN/Inf loss stopped the run
-  kExitWorkerFailed = 7  // the launcher lost a worker
+  kExitFailure = 1,       // anything not listed below
+  kExitConfig = 2,        // invalid config or command line: nothing was started
+  kExitIo = 3,            // missing/unreadable/corrupt file
+  kExitCheckpoint = 4,    // no usable checkpoint
+  kExitComm = 5,          // a collective timed out or a peer was lost
+  kExitNonFinite = 6,     // NaN/Inf loss stopped the run
+  kExitWorkerFailed = 7,  // the launcher lost a worker
+  kExitSaveFailed = 8     // the run's last checkpoint could not be saved, even when retried
 };
 
 class Error : public std::runtime_error {
@@ -55,6 +56,14 @@ class CommError : public Error {
 
  private:
   Kind kind_;
+};
+
+// The last checkpoint of a run (its final step, or run.stop_after's) failed to save, and so did
+// the retry: the steps after the last saved one are lost. The message names that step.
+class SaveError : public Error {
+ public:
+  using Error::Error;
+  int exit_code() const override { return kExitSaveFailed; }
 };
 
 // The loss became NaN or Inf; the message names the step.

@@ -81,9 +81,9 @@ int raw_write_all(int fd, const char* p, size_t n) {
   return 0;
 }
 
-int write_all(int fd, const char* p, size_t n) {
+int write_all(int fd, const char* p, size_t n, detail::IoOp op = detail::IoOp::kWrite) {
   bool torn = false;
-  if (int err = detail::injected_error(detail::IoOp::kWrite, &torn)) {
+  if (int err = detail::injected_error(op, &torn)) {
     if (torn && n > 1) (void)raw_write_all(fd, p, n / 2);  // what a filling disk still takes
     return err;
   }
@@ -163,6 +163,22 @@ FileDigest DurableFileWriter::close() {
   // close() can report a deferred write error (NFS); after a successful fsync it rarely does.
   if (::close(fd) != 0 && errno != EINTR) throw_errno("cannot close", path_, errno);
   return digest_;
+}
+
+AppendFile::AppendFile(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw_errno("cannot open", path_, errno);
+}
+
+AppendFile::~AppendFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int AppendFile::append(std::string_view bytes) {
+  const off_t before = ::lseek(fd_, 0, SEEK_END);
+  const int err = write_all(fd_, bytes.data(), bytes.size(), detail::IoOp::kAppend);
+  if (err != 0 && before >= 0) (void)::ftruncate(fd_, before);  // drop the torn record
+  return err;
 }
 
 FileDigest write_file_durable(const std::string& path, std::string_view bytes) {

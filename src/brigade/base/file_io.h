@@ -61,6 +61,25 @@ class DurableFileWriter {
   FileDigest digest_;
 };
 
+// Appends whole records (lines of a log or of metrics.jsonl) to a file opened with O_APPEND.
+// A failed append is returned, not thrown, so that a full disk never stops training; its
+// partial bytes are cut off again, so the file keeps only whole records.
+class AppendFile {
+ public:
+  explicit AppendFile(std::string path);  // opens or creates it (0644); throws IoError
+  ~AppendFile();
+  AppendFile(const AppendFile&) = delete;
+  AppendFile& operator=(const AppendFile&) = delete;
+
+  // Writes `bytes` at the end of the file: 0, or the errno of the failed write.
+  int append(std::string_view bytes);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 // Writes `bytes` to `path` (replacing it) and fsyncs the file. Does not fsync the directory.
 FileDigest write_file_durable(const std::string& path, std::string_view bytes);
 
@@ -90,8 +109,9 @@ void remove_all(const std::string& path);
 
 namespace detail {
 
-// Fault injection for tests. The kinds of call that can be made to fail.
-enum class IoOp { kWrite, kFsync, kRename, kCount };
+// Fault injection for tests. The kinds of call that can be made to fail: kWrite is every
+// write but AppendFile's, which are kAppend (so records of a log can fail apart from files).
+enum class IoOp { kWrite, kFsync, kRename, kAppend, kCount };
 
 // Makes the nth call (1-based, counted since set_io_fault) of kind `op` fail with `error`.
 // A failing write with torn=true first writes half of its bytes, as a disk that fills up

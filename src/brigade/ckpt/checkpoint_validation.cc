@@ -46,13 +46,14 @@ Manifest load_manifest(const std::string& dir) {
   } catch (const IoError& e) {
     throw CheckpointError(e.what());  // names the manifest path and errno text
   }
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError(manifest_path + ": not valid JSON: " + e.what());
+  bool unsealed = false;
+  Manifest m = parse_manifest_text(text, manifest_path, &unsealed);
+  if (unsealed) {
+    std::fprintf(stderr,
+                 "[rank %d] warning: %s carries no checksum (written by an older brigade); "
+                 "only its structure is checked\n",
+                 detail::log_rank(), manifest_path.c_str());
   }
-  Manifest m = Manifest::from_json(j, manifest_path);
   const auto folder_step = parse_step_dir_name(fs::path(dir).filename().string());
   if (folder_step && *folder_step != m.step) {
     throw CheckpointError(manifest_path + ": step " + std::to_string(m.step) +
@@ -96,13 +97,10 @@ std::vector<std::string> checkpoint_candidates(
   const std::string latest = root + "/" + kLatestFileName;
   if (fs::exists(latest, ec)) {
     try {
-      std::string name = read_file(latest, 4096);
-      while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back())))
-        name.pop_back();
-      if (parse_step_dir_name(name)) {
-        out.push_back(name);
+      if (const auto name = parse_latest_file_text(read_file(latest, 4096))) {
+        out.push_back(*name);
       } else {
-        reject(latest + ": does not name a checkpoint folder");
+        reject(latest + ": does not name a checkpoint folder, or fails its checksum");
       }
     } catch (const IoError& e) {
       reject(e.what());

@@ -80,7 +80,7 @@ std::string CheckpointWriter::commit(const nlohmann::json& state) {
   BRIGADE_CHECK(!committed_) << "commit called twice for step " << step_;
   if (staging_mode_ == Staging::kShared) remove_unlisted_staged_files();
   manifest_.state = state;
-  write_file_durable(join(staging_, kManifestFileName), manifest_.to_json().dump(2) + "\n");
+  write_file_durable(join(staging_, kManifestFileName), sealed_manifest_text(manifest_));
   fsync_dir(staging_);
 
   // Saving a step that already has a folder (the run was rolled back to an earlier checkpoint
@@ -94,7 +94,7 @@ std::string CheckpointWriter::commit(const nlohmann::json& state) {
   fsync_dir(root_);
 
   const std::string latest = join(root_, kLatestFileName);
-  write_file_durable(latest + ".tmp", step_dir_name(step_) + "\n");
+  write_file_durable(latest + ".tmp", latest_file_text(step_));
   rename_atomic(latest + ".tmp", latest);
   fsync_dir(root_);
   committed_ = true;

@@ -35,6 +35,10 @@ struct ShardPieceEntry {
   std::string file;  // checkpoint file holding it
   std::string key;   // tensor name inside that safetensors file
   Region region;     // which elements of the global tensor
+  // Never in a manifest: set by ShardedCheckpointReader::add_flat_views for a piece that is a
+  // stretch of a stored 1-D tensor, starting at this element of it (region.numel() elements),
+  // rather than the whole stored tensor.
+  std::optional<int64_t> view_offset;
 };
 
 struct ShardTensorEntry {

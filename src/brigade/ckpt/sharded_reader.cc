@@ -1,5 +1,6 @@
 #include "brigade/ckpt/sharded_reader.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 
@@ -88,7 +89,7 @@ ShardedCheckpointReader ShardedCheckpointReader::open(const std::string& dir_in,
       if (i++ % size == rank) verify_checkpoint_file(dir, name, digest);
     }
     const std::string manifest_path = dir + "/" + kManifestFileName;
-    index = m.format_version == kShardedCheckpointFormatVersion
+    index = is_sharded_format(m.format_version)
                 ? ShardIndex::from_json(m.sharding, manifest_path, m.files)
                 : index_of_whole_tensor_checkpoint(dir, m);
   });
@@ -154,8 +155,12 @@ const SafetensorsFile& ShardedCheckpointReader::file(const std::string& filename
     for (const auto& [name, t] : index_.tensors) {
       for (const ShardPieceEntry& p : t.pieces) {
         if (p.file != filename) continue;
-        if (!f->contains(p.key) || f->info(p.key).dtype != t.dtype ||
-            f->info(p.key).shape != p.region.count) {
+        const bool holds =
+            f->contains(p.key) && f->info(p.key).dtype == t.dtype &&
+            (p.view_offset ? f->info(p.key).shape.size() == 1 &&
+                                 *p.view_offset + p.region.numel() <= f->info(p.key).shape[0]
+                           : f->info(p.key).shape == p.region.count);
+        if (!holds) {
           throw CheckpointError(f->path() + ": does not hold piece '" + p.key + "' of tensor '" +
                                 name + "' as " + st_dtype_name(t.dtype) + " " +
                                 p.region.to_string() + ", as the manifest says");
@@ -190,8 +195,10 @@ void ShardedCheckpointReader::read(const std::string& name, const Region& region
     if (overlap.empty()) continue;
     const SafetensorsFile& f = file(p.file);
     try {
+      const int64_t first = p.view_offset.value_or(0);
       for (const RegionOverlap& o : overlap) {
-        f.read_raw_range(p.key, dst + o.b_offset * esize, o.a_offset * esize, o.length * esize);
+        f.read_raw_range(p.key, dst + o.b_offset * esize, (first + o.a_offset) * esize,
+                         o.length * esize);
         copied += o.length;
       }
     } catch (const IoError& e) {
@@ -202,6 +209,38 @@ void ShardedCheckpointReader::read(const std::string& name, const Region& region
   BRIGADE_CHECK(copied == region.numel())
       << name << " " << region.to_string() << ": pieces covered " << copied << " of "
       << region.numel() << " elements";
+}
+
+bool ShardedCheckpointReader::add_flat_views(const std::string& flat,
+                                             const std::vector<FlatSlot>& slots, int64_t total) {
+  const auto it = index_.tensors.find(flat);
+  if (it == index_.tensors.end() || it->second.shape != std::vector<int64_t>{total}) return false;
+  for (const FlatSlot& s : slots) {
+    if (index_.tensors.count(flat + "/" + s.name)) return false;
+  }
+  const ShardTensorEntry& whole = it->second;
+  for (const FlatSlot& s : slots) {
+    ShardTensorEntry t{whole.dtype, s.shape, {}};
+    const int64_t numel = t.numel();
+    for (const ShardPieceEntry& p : whole.pieces) {
+      // A piece of a 1-D tensor is one run, whether saved as a box or a flat range.
+      const int64_t begin = p.region.start[0], end = begin + p.region.count[0];
+      const int64_t lo = std::max(begin, s.offset), hi = std::min(end, s.offset + numel);
+      if (lo >= hi) continue;
+      t.pieces.push_back({.rank = p.rank,
+                          .file = p.file,
+                          .key = p.key,
+                          .region = Region::range(lo - s.offset, hi - s.offset),
+                          .view_offset = p.view_offset.value_or(0) + (lo - begin)});
+    }
+    if (const auto err = shard_coverage_error(t)) {
+      throw CheckpointError(dir_ + ": flat tensor '" + flat + "' does not cover '" + s.name +
+                            "' at [" + std::to_string(s.offset) + ", " +
+                            std::to_string(s.offset + numel) + "): " + *err);
+    }
+    index_.tensors.emplace(flat + "/" + s.name, std::move(t));
+  }
+  return true;
 }
 
 void ShardedCheckpointReader::read_f32(const std::string& name, const Region& region, float* out,

@@ -67,6 +67,19 @@ class ShardedCheckpointReader {
   // read() for F32 tensors, count = region.numel().
   void read_f32(const std::string& name, const Region& region, float* out, int64_t count) const;
 
+  // Checkpoints of data-parallel runs before format 3 saved each optimizer state buffer as one
+  // flat tensor ("adamw.m", shape (num_params,), tensors in layout order); every layout now
+  // saves it per tensor ("adamw.m/<tensor>"). This makes such a flat tensor readable under the
+  // per-tensor names: for each slot, "<flat>/<slot.name>" becomes elements [offset, offset +
+  // numel) of "<flat>", in the slot's shape. Returns false (and adds nothing) unless the
+  // checkpoint holds `flat` as a 1-D tensor of `total` elements and none of the names yet.
+  struct FlatSlot {
+    std::string name;
+    std::vector<int64_t> shape;
+    int64_t offset = 0;
+  };
+  bool add_flat_views(const std::string& flat, const std::vector<FlatSlot>& slots, int64_t total);
+
  private:
   struct Cache;
   ShardedCheckpointReader(std::string dir, Manifest manifest, ShardIndex index);

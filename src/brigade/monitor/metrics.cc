@@ -1,23 +1,21 @@
 #include "brigade/monitor/metrics.h"
 
-#include "brigade/base/error.h"
+#include <cstring>
 
 namespace brigade {
 
-MetricsWriter::MetricsWriter(const std::string& path) {
-  file_ = std::fopen(path.c_str(), "a");
-  if (!file_) throw IoError("cannot open metrics file " + path);
-}
+MetricsWriter::MetricsWriter(const std::string& path) : file_(std::make_unique<AppendFile>(path)) {}
 
-MetricsWriter::~MetricsWriter() {
-  if (file_) std::fclose(file_);
-}
+MetricsWriter::~MetricsWriter() = default;
 
-void MetricsWriter::write(const nlohmann::json& record) {
-  if (!file_) return;
-  std::string line = record.dump() + "\n";
-  std::fwrite(line.data(), 1, line.size(), file_);
-  std::fflush(file_);
+bool MetricsWriter::write(const nlohmann::json& record) {
+  if (!file_) return true;
+  if (const int err = file_->append(record.dump() + "\n")) {
+    ++failures_;
+    last_error_ = "cannot write " + file_->path() + ": " + std::strerror(err);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace brigade

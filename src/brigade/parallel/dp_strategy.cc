@@ -51,8 +51,7 @@ class DdpStrategy : public DpStrategy {
   // read back only its own 1/N of the optimizer state.)
   std::vector<StatePiece> checkpoint_pieces() override {
     std::vector<StatePiece> out = whole_param_pieces(model_);
-    for (auto& p :
-         optimizer_state_pieces(*optimizer_, model_.num_params(), 0, model_.num_params())) {
+    for (auto& p : optimizer_state_pieces(*optimizer_, model_.layout(), 0, model_.num_params())) {
       out.push_back(std::move(p));
     }
     return out;
@@ -70,37 +69,39 @@ class DdpStrategy : public DpStrategy {
 
 }  // namespace
 
-std::vector<StatePiece> whole_param_pieces(Model& model) {
+std::vector<StatePiece> flat_range_pieces(const ParamLayout& layout, const std::string& prefix,
+                                          float* data, int64_t data_begin, int64_t begin,
+                                          int64_t end) {
   std::vector<StatePiece> out;
-  for (const auto& spec : model.layout().specs()) {
-    out.push_back({.piece = {spec.name, spec.shape, StDtype::kF32, Region::whole(spec.shape)},
-                   .data = model.params() + spec.offset});
-  }
-  return out;
-}
-
-std::vector<StatePiece> param_range_pieces(Model& model, int64_t begin, int64_t end) {
-  std::vector<StatePiece> out;
-  for (const auto& spec : model.layout().specs()) {
+  for (const auto& spec : layout.specs()) {
     const int64_t lo = std::max(begin, spec.offset);
     const int64_t hi = std::min(end, spec.offset + spec.numel);
     if (lo >= hi) continue;
-    out.push_back({.piece = {spec.name, spec.shape, StDtype::kF32,
-                             Region::range(lo - spec.offset, hi - spec.offset)},
-                   .data = model.params() + lo});
+    const Region region = lo == spec.offset && hi == spec.offset + spec.numel
+                              ? Region::whole(spec.shape)
+                              : Region::range(lo - spec.offset, hi - spec.offset);
+    out.push_back({.piece = {prefix + spec.name, spec.shape, StDtype::kF32, region},
+                   .data = data + (lo - data_begin)});
   }
   return out;
 }
 
-std::vector<StatePiece> optimizer_state_pieces(Optimizer& optimizer, int64_t num_params,
+std::vector<StatePiece> whole_param_pieces(Model& model) {
+  return flat_range_pieces(model.layout(), "", model.params(), 0, 0, model.num_params());
+}
+
+std::vector<StatePiece> param_range_pieces(Model& model, int64_t begin, int64_t end) {
+  return flat_range_pieces(model.layout(), "", model.params(), 0, begin, end);
+}
+
+std::vector<StatePiece> optimizer_state_pieces(Optimizer& optimizer, const ParamLayout& layout,
                                                int64_t begin, int64_t end) {
   std::vector<StatePiece> out;
   for (const auto& view : optimizer.state_tensors()) {
-    const int64_t lo = std::max({begin, view.begin, int64_t{0}});
-    const int64_t hi = std::min({end, view.end, num_params});
-    if (lo >= hi) continue;  // a ZeRO shard wholly in the padding, or an empty share
-    out.push_back({.piece = {view.name, {num_params}, StDtype::kF32, Region::range(lo, hi)},
-                   .data = view.data + (lo - view.begin)});
+    for (StatePiece& p : flat_range_pieces(layout, view.name + "/", view.data, view.begin,
+                                           std::max(begin, view.begin), std::min(end, view.end))) {
+      out.push_back(std::move(p));
+    }
   }
   return out;
 }

@@ -17,6 +17,7 @@
 // so any strategy resumes any other's checkpoint on any number of ranks.
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "brigade/ckpt/shard_plan.h"
@@ -43,14 +44,20 @@ struct StatePiece {
   float* data = nullptr;
 };
 
+// The part of each tensor of layout that lies in the flat range [begin, end), as a piece of the
+// tensor prefix + name (whole when it is all there, else a flat range of it), whose elements
+// are at data + (flat index - data_begin): the one way a flat buffer becomes checkpoint pieces.
+std::vector<StatePiece> flat_range_pieces(const ParamLayout& layout, const std::string& prefix,
+                                          float* data, int64_t data_begin, int64_t begin,
+                                          int64_t end);
 // Every parameter of model whole, under its name (replicated layouts).
 std::vector<StatePiece> whole_param_pieces(Model& model);
 // The part of each parameter that lies in the flat range [begin, end), as a flat range of that
 // parameter (ZeRO-3's own shard).
 std::vector<StatePiece> param_range_pieces(Model& model, int64_t begin, int64_t end);
-// Each optimizer state buffer over [begin, end) (clipped to the optimizer's range and to
-// [0, num_params)) as a flat range of a tensor of shape (num_params,) named after the buffer.
-std::vector<StatePiece> optimizer_state_pieces(Optimizer& optimizer, int64_t num_params,
+// Each optimizer state buffer over [begin, end) (clipped to the optimizer's range; padding past
+// the last tensor is in no tensor), per tensor: "<buffer>/<tensor>" ("adamw.m/wte.weight").
+std::vector<StatePiece> optimizer_state_pieces(Optimizer& optimizer, const ParamLayout& layout,
                                                int64_t begin, int64_t end);
 
 class DpStrategy {

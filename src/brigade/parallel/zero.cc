@@ -149,7 +149,7 @@ void ZeroStrategy::finish_gather_chunk(int64_t k) {
 std::vector<StatePiece> ZeroStrategy::checkpoint_pieces() {
   std::vector<StatePiece> out =
       stage_ == 3 ? param_range_pieces(model_, own_.begin, own_.end) : whole_param_pieces(model_);
-  for (auto& p : optimizer_state_pieces(*optimizer_, model_.num_params(), own_.begin, own_.end)) {
+  for (auto& p : optimizer_state_pieces(*optimizer_, model_.layout(), own_.begin, own_.end)) {
     out.push_back(std::move(p));
   }
   return out;

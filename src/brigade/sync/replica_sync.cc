@@ -78,19 +78,29 @@ std::vector<StateView> ReplicaSync::replicated_views() {
 }
 
 namespace {
-// A whole state vector as a 1-D tensor.
-StatePiece vector_piece(std::string name, const StateView& v) {
+// A state vector that spans the parameters, per tensor ("<name>/<tensor>", as optimizer state
+// is saved under every layout); any other vector (a compressor's residual of another length) as
+// one 1-D tensor.
+void add_state_pieces(std::vector<StatePiece>& out, const std::string& name, const StateView& v,
+                      const ParamLayout& layout) {
+  if (v.begin == 0 && v.end == layout.total()) {
+    for (StatePiece& p : flat_range_pieces(layout, name + "/", v.data, 0, 0, v.end)) {
+      out.push_back(std::move(p));
+    }
+    return;
+  }
   const int64_t n = v.end - v.begin;
-  return {.piece = {std::move(name), {n}, StDtype::kF32, Region::whole({n})}, .data = v.data};
+  out.push_back({.piece = {name, {n}, StDtype::kF32, Region::whole({n})}, .data = v.data});
 }
 }  // namespace
 
 std::vector<StatePiece> ReplicaSync::checkpoint_pieces() {
   std::vector<StatePiece> out;
   if (!method_->local_params() || dp_.rank() == 0) out = whole_param_pieces(model_);
-  for (const auto& v : replicated_views()) out.push_back(vector_piece(v.name, v));
+  const ParamLayout& layout = model_.layout();
+  for (const auto& v : replicated_views()) add_state_pieces(out, v.name, v, layout);
   const std::string prefix = "replica" + std::to_string(dp_.rank()) + ".";
-  for (const auto& v : local_views()) out.push_back(vector_piece(prefix + v.name, v));
+  for (const auto& v : local_views()) add_state_pieces(out, prefix + v.name, v, layout);
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <numeric>
+#include <set>
 
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
@@ -114,14 +115,31 @@ std::optional<SaveResult> TrainingCheckpointer::wait() {
   return async_ ? async_->wait() : std::nullopt;
 }
 
+void view_legacy_flat_state(ShardedCheckpointReader& reader, const std::vector<StatePiece>& pieces,
+                            const ParamLayout& layout) {
+  std::set<std::string> flats;  // "adamw.m" of every missing "adamw.m/<tensor>"
+  for (const StatePiece& p : pieces) {
+    const size_t slash = p.piece.tensor.find('/');
+    if (slash != std::string::npos && !reader.contains(p.piece.tensor)) {
+      flats.insert(p.piece.tensor.substr(0, slash));
+    }
+  }
+  if (flats.empty()) return;
+  std::vector<ShardedCheckpointReader::FlatSlot> slots;
+  for (const ParamSpec& s : layout.specs()) slots.push_back({s.name, s.shape, s.offset});
+  for (const std::string& flat : flats) reader.add_flat_views(flat, slots, layout.total());
+}
+
 std::optional<SavedState> load_latest_checkpoint(const std::string& root, Communicator* world,
                                                  const std::vector<StatePiece>& pieces,
                                                  std::string* dir, const CheckpointCheck& check,
-                                                 std::vector<std::string>* rejections) {
+                                                 std::vector<std::string>* rejections,
+                                                 const ParamLayout* layout) {
   auto reader = ShardedCheckpointReader::open_latest_valid(root, world, rejections);
   if (!reader) return std::nullopt;
   SavedState state = state_from(reader->state(), reader->dir());
   if (check) check(state, reader->dir());
+  if (layout) view_legacy_flat_state(*reader, pieces, *layout);
   for (const StatePiece& p : pieces) read_piece(*reader, p.piece, p.data);
   if (dir) *dir = reader->dir();
   return state;
@@ -136,9 +154,14 @@ std::string save_checkpoint(const std::string& root, const SavedState& state, co
     params.push_back({spec.name, spec.shape, model.params() + spec.offset});
   }
   writer.add_file(kModelFile, params);
+  // Optimizer state per tensor, as every layout saves it ("adamw.m/wte.weight").
   std::vector<TensorRef> opt;
   for (const auto& view : optimizer.state_tensors()) {
-    opt.push_back({view.name, {view.end - view.begin}, view.data});
+    for (const auto& spec : model.layout().specs()) {
+      if (spec.offset < view.begin || spec.offset + spec.numel > view.end) continue;
+      opt.push_back(
+          {view.name + "/" + spec.name, spec.shape, view.data + (spec.offset - view.begin)});
+    }
   }
   if (!opt.empty()) writer.add_file(kOptimizerFile, opt);
   if (!tokenizer_file.empty()) {

@@ -81,12 +81,21 @@ class TrainingCheckpointer {
 // if given, sees the saved state and the folder before any tensor is read and may throw to
 // refuse it. Throws CheckpointError when the checkpoint does not fit (a tensor missing or of
 // another shape).
+// layout, if given, is the whole model's tp = 1 layout: checkpoints written before format 3 by
+// data-parallel runs hold optimizer state flat in its order, and are read per tensor through it.
 using CheckpointCheck = std::function<void(const SavedState&, const std::string& dir)>;
 std::optional<SavedState> load_latest_checkpoint(const std::string& root, Communicator* world,
                                                  const std::vector<StatePiece>& pieces,
                                                  std::string* dir = nullptr,
                                                  const CheckpointCheck& check = {},
-                                                 std::vector<std::string>* rejections = nullptr);
+                                                 std::vector<std::string>* rejections = nullptr,
+                                                 const ParamLayout* layout = nullptr);
+
+// Makes the flat state buffers of a checkpoint written before format 3 ("adamw.m" of shape
+// (num_params,) in layout order) readable as the per-tensor tensors ("adamw.m/<tensor>") that
+// `pieces` name and the checkpoint lacks. No-op for format-3 checkpoints.
+void view_legacy_flat_state(ShardedCheckpointReader& reader, const std::vector<StatePiece>& pieces,
+                            const ParamLayout& layout);
 
 // Format 1 (`brigade import`'s step-0 checkpoint): commits <root>/step_<step>/ with the full
 // model and optimizer state written by this process alone, keeping the newest keep_last.

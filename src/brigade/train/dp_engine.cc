@@ -38,25 +38,6 @@ double injected_slow_s(int rank) {
 // use it: replica-local state (sync/replica_sync.h) is saved per replica, so a low-communication
 // method resumes only with the same method and number of replicas. DDP and ZeRO checkpoints hold
 // no per-replica state and resume each other at any size.
-nlohmann::json sync_record(const Config& config, int64_t replicas) {
-  return {{"method", config.sync.method}, {"replicas", replicas}};
-}
-
-void check_sync_record(const nlohmann::json& saved, const Config& config, int64_t replicas,
-                       const std::string& dir) {
-  const std::string method =
-      saved.contains("method") ? saved.at("method").get<std::string>() : "ddp";
-  const int64_t saved_replicas =
-      saved.contains("replicas") ? saved.at("replicas").get<int64_t>() : replicas;
-  if (method == "ddp" && config.sync.method == "ddp") return;
-  if (method == config.sync.method && saved_replicas == replicas) return;
-  throw ConfigError(fmt::format(
-      "{} was written with sync.method = \"{}\" on {} replicas; this run has sync.method = "
-      "\"{}\" on {}. Low-communication methods keep state per replica, so resume with the same "
-      "method and number of processes, or start afresh with run.resume = \"never\"",
-      dir, method, saved_replicas, config.sync.method, replicas));
-}
-
 class DpEngine final : public TrainEngine {
  public:
   DpEngine(TrainContext& ctx, int64_t dp)
@@ -188,9 +169,9 @@ class DpEngine final : public TrainEngine {
     return {{"sync", sync_record(config_, dp_size_)}};
   }
   void check_resume(const SavedState& s, const std::string& dir) const override {
-    check_sync_record(s.extra.contains("sync") ? s.extra.at("sync") : nlohmann::json::object(),
-                      config_, dp_size_, dir);
+    check_sync_record(s.extra, config_, dp_size_, dir);
   }
+  ParamLayout checkpoint_layout() const override { return model_->layout(); }
   void after_restore(bool resumed) override { sync_->after_restore(resumed); }
 
   std::optional<OpCounters> comm_totals() override {

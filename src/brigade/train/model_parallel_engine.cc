@@ -35,6 +35,7 @@
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
 #include "brigade/comm/mesh.h"
+#include "brigade/model/gpt_layout.h"
 #include "brigade/model/gpt_stage.h"
 #include "brigade/parallel/expert/stage_grad_sync.h"
 #include "brigade/parallel/pipeline/executor.h"
@@ -44,6 +45,7 @@
 #include "brigade/train/dp_shard_update.h"
 #include "brigade/train/model_factory.h"
 #include "brigade/train/moe_metrics.h"
+#include "brigade/train/sync_strategy.h"
 #include "brigade/train/tp_state_pieces.h"
 
 namespace brigade {
@@ -119,7 +121,8 @@ class ModelParallelEngine final : public TrainEngine {
             {"tp", layout_.shape.tp}};
   }
   nlohmann::json checkpoint_extra() const override {
-    return {{"hybrid",
+    return {{"sync", sync_record(config_, replicas_)},
+            {"hybrid",
              {{"pp", layout_.shape.pp},
               {"dp", layout_.shape.dp},
               {"ep", layout_.shape.ep},
@@ -127,12 +130,17 @@ class ModelParallelEngine final : public TrainEngine {
               {"schedule", config_.parallel.schedule},
               {"v", layout_.virtual_stages}}}};
   }
-  // Optimizer state is saved per tensor ("adamw.m/<name>"), which a data-parallel checkpoint
-  // (flat state tensors) does not have.
+  // Every layout saves the same per-tensor state (docs/checkpoints.md), so any layout's
+  // checkpoint continues here, but for a low-communication method's per-replica state.
   void check_resume(const SavedState& saved, const std::string& dir) const override {
-    if (!saved.extra.contains("hybrid")) {
-      throw CheckpointError(fmt::format("{} was not written by a model-parallel run", dir));
-    }
+    check_sync_record(saved.extra, config_, replicas_, dir);
+  }
+  ParamLayout checkpoint_layout() const override {
+    ParamLayout full;
+    std::vector<ParamGroup> groups;
+    const GptConfig gpt = gpt_config(config_.model);
+    build_gpt_layout(gpt, make_gpt_shard(gpt, 1, 0), full, groups);
+    return full;
   }
   void after_restore(bool) override {}
 

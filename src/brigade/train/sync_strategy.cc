@@ -145,6 +145,29 @@ std::string describe_sync(const SyncConfig& s, const ParallelConfig& parallel) {
   return fmt::format("ddp ({} gradients)", payload);
 }
 
+nlohmann::json sync_record(const Config& config, int64_t replicas) {
+  return {{"method", config.sync.method}, {"replicas", replicas}};
+}
+
+void check_sync_record(const nlohmann::json& saved_state, const Config& config, int64_t replicas,
+                       const std::string& dir) {
+  const auto it = saved_state.find("sync");
+  const nlohmann::json saved =
+      it != saved_state.end() && it->is_object() ? *it : nlohmann::json::object();
+  const auto m = saved.find("method");
+  const auto r = saved.find("replicas");
+  const std::string method = m != saved.end() && m->is_string() ? m->get<std::string>() : "ddp";
+  const int64_t saved_replicas =
+      r != saved.end() && r->is_number_integer() ? r->get<int64_t>() : replicas;
+  if (method == "ddp" && config.sync.method == "ddp") return;
+  if (method == config.sync.method && saved_replicas == replicas) return;
+  throw ConfigError(fmt::format(
+      "{} was written with sync.method = \"{}\" on {} replicas; this run has sync.method = "
+      "\"{}\" on {}. Low-communication methods keep state per replica, so resume with the same "
+      "method and number of processes, or start afresh with run.resume = \"never\"",
+      dir, method, saved_replicas, config.sync.method, replicas));
+}
+
 std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicator* dp, Model& model,
                                                std::shared_ptr<Store> store,
                                                std::function<void(const std::string&)> log) {

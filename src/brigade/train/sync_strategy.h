@@ -4,6 +4,7 @@
 // low-communication method (sync/replica_sync.h) otherwise.
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "brigade/comm/communicator.h"
@@ -22,6 +23,15 @@ namespace brigade {
 std::unique_ptr<DpStrategy> make_sync_strategy(
     const Config& config, Communicator* dp, Model& model, std::shared_ptr<Store> store = nullptr,
     std::function<void(const std::string&)> log = nullptr);
+
+// What a checkpoint records of how replicas were synced ({method, replicas}), and the check
+// that a resume can continue it: every layout that syncs by exact all-reduce (DDP, ZeRO, the
+// model-parallel engine's dp) resumes any other's checkpoint; a low-communication method keeps
+// state per replica, so it resumes only its own method on as many replicas. saved_state is the
+// checkpoint's state (its "sync" record; none means DDP). Throws ConfigError otherwise.
+nlohmann::json sync_record(const Config& config, int64_t replicas);
+void check_sync_record(const nlohmann::json& saved_state, const Config& config, int64_t replicas,
+                       const std::string& dir);
 
 // The wire format sync.payload = "auto" stands for with this method.
 std::string resolved_payload(const SyncConfig& sync, const ParallelConfig& parallel);

@@ -80,6 +80,8 @@ class TrainEngine {
   virtual nlohmann::json checkpoint_extra() const = 0;
   // Refuses (throws) a checkpoint this engine cannot continue, before any tensor is read.
   virtual void check_resume(const SavedState& saved, const std::string& dir) const = 0;
+  // The whole model's tp = 1 layout, in which checkpoints before format 3 stored flat state.
+  virtual ParamLayout checkpoint_layout() const = 0;
   // Collective, once before training; resumed: the pieces were read from a checkpoint.
   virtual void after_restore(bool resumed) = 0;
 

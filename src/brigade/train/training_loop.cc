@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "brigade/base/error.h"
 #include "brigade/monitor/metrics.h"
@@ -18,6 +20,10 @@
 namespace brigade {
 
 namespace {
+
+// The final checkpoint is retried this many times, after 1x, 2x, ... this wait.
+constexpr int kFinalSaveRetries = 1;
+constexpr double kFinalSaveRetryWaitS = 2.0;
 
 // Test hook: BRIGADE_FAULT_NAN_STEP=N makes the loss of step N (1-based) NaN, as a diverging
 // run would, to exercise the non-finite path end to end.
@@ -52,12 +58,11 @@ class TrainingLoop {
   void restore();
   bool train_step(int64_t step);  // false: the step was skipped (non-finite)
   void eval_and_record(int64_t step, bool final);
-  void checkpoint(int64_t step);
-  void report_save(const SaveResult& result);
-  void finish_checkpoints();  // waits for the last save
-  void record(const nlohmann::json& rec) {
-    if (metrics_) metrics_->write(rec);
-  }
+  void checkpoint(int64_t step, bool last = false);  // last: the invocation's final step
+  void report_save(const SaveResult& result, bool last = false);
+  void finish_checkpoints(bool last = false);  // waits for the save in flight
+  void finish_final_checkpoint(int64_t step);
+  void record(const nlohmann::json& rec);
   void log_progress(const std::string& line) {
     if (line.empty() || rank_ != 0) return;
     progress_.on_terminal() ? log_.file_only(line) : log_.line(line);
@@ -83,6 +88,7 @@ class TrainingLoop {
   int64_t skipped_ = 0;
   int64_t nan_step_ = injected_nan_step();
   std::string last_checkpoint_ = "none";
+  int64_t last_saved_step_ = -1;                // the step of last_checkpoint_; -1: none
   std::unique_ptr<TrainingCheckpointer> ckpt_;  // after restore(): saves this rank's pieces
   StepGradients last_;
 };
@@ -97,8 +103,11 @@ void TrainingLoop::restore() {
   std::vector<StatePiece> pieces = engine_.checkpoint_pieces();
   if (config_.run.resume == "auto") {
     auto check = [&](const SavedState& s, const std::string& d) { engine_.check_resume(s, d); };
+    const ParamLayout legacy = engine_.checkpoint_layout();
+    std::vector<std::string> rejections;  // already on stderr; train.log keeps them too
     saved = load_latest_checkpoint(ctx_.folder.checkpoints(), ctx_.group.world.get(), pieces, &dir,
-                                   check);
+                                   check, &rejections, &legacy);
+    for (const std::string& r : rejections) log_.file_only("warning: " + r);
   }
   engine_.after_restore(saved.has_value());
   if (saved) {
@@ -108,6 +117,7 @@ void TrainingLoop::restore() {
     start_step_ = saved->step;
     updates_ = saved->updates;
     last_checkpoint_ = dir;
+    last_saved_step_ = saved->step;
     log_.info("resumed from {} at step {} (loaded in {:.0f} ms)", last_checkpoint_, start_step_,
               watch.millis());
   }
@@ -187,35 +197,71 @@ void TrainingLoop::eval_and_record(int64_t step, bool final) {
 // Every rank saves its own pieces (ckpt/async_save.h): with train.async_checkpoint the step
 // waits only for the copy into host memory, and the write and commit finish in the background.
 // A failed save is reported when it is found and retried by the next checkpoint.
-void TrainingLoop::checkpoint(int64_t step) {
+void TrainingLoop::checkpoint(int64_t step, bool last) {
   SavedState state{.step = step, .updates = updates_, .extra = engine_.checkpoint_extra()};
   state.extra["sampler"] = engine_.loader().sampler().state(step);
   state.extra["config"] = config_.to_toml();
   state.extra["provenance"] = provenance_;
   const std::vector<SaveResult> done = ckpt_->save(state);
   progress_.interrupt();
-  for (const SaveResult& r : done) report_save(r);
+  for (const SaveResult& r : done) report_save(r, last && r.step == step);
   if (config_.train.async_checkpoint) {
     log_.info("checkpoint of step {} started ({:.0f} ms blocking)", step,
               ckpt_->last_blocking_s() * 1e3);
   }
 }
 
-void TrainingLoop::report_save(const SaveResult& r) {
+// A metrics record that cannot be written (a full disk) is logged the first time and counted
+// in the summary, so the file's gaps are never silent.
+void TrainingLoop::record(const nlohmann::json& rec) {
+  if (!metrics_ || metrics_->write(rec) || metrics_->failures() > 1) return;
+  progress_.interrupt();
+  log_.info(
+      "{}; metrics records that cannot be written are counted (summary "
+      "metrics_write_failures), not logged again",
+      metrics_->last_error());
+}
+
+void TrainingLoop::report_save(const SaveResult& r, bool last) {
   if (r.ok) {
     last_checkpoint_ = r.dir;
+    last_saved_step_ = r.step;
     log_.info("checkpoint {} ({:.0f} ms)", r.dir, r.seconds * 1e3);
   } else {
-    log_.info(
-        "checkpoint of step {} failed: {}; {} stays the latest, the next checkpoint "
-        "retries",
-        r.step, r.error, last_checkpoint_);
+    log_.info("checkpoint of step {} failed: {}; {} stays the latest{}", r.step, r.error,
+              last_checkpoint_, last ? "" : ", the next checkpoint retries");
   }
 }
 
-void TrainingLoop::finish_checkpoints() {
+void TrainingLoop::finish_checkpoints(bool last) {
   if (ckpt_) {
-    if (auto r = ckpt_->wait()) report_save(*r);
+    if (auto r = ckpt_->wait()) report_save(*r, last);
+  }
+}
+
+// The checkpoint of the step an invocation ends on has no next interval to retry it: it is
+// retried after a short wait (a full disk may have been cleared by then), and if that fails
+// too the run fails, naming the last saved step, because exit 0 would tell the user (or a
+// scheduler) that every step is safe. Every rank sees the same agreed result.
+void TrainingLoop::finish_final_checkpoint(int64_t step) {
+  finish_checkpoints(true);
+  for (int attempt = 1; last_saved_step_ != step && attempt <= kFinalSaveRetries; ++attempt) {
+    const double wait_s = kFinalSaveRetryWaitS * attempt;
+    log_.info("retrying the checkpoint of step {} in {:.0f} s (attempt {} of {})", step, wait_s,
+              attempt + 1, kFinalSaveRetries + 1);
+    std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+    checkpoint(step, true);
+    finish_checkpoints(true);
+  }
+  if (last_saved_step_ != step) {
+    SaveError error(fmt::format(
+        "the checkpoint of step {} could not be saved ({} attempts); the last saved step is {} "
+        "({}): steps after it are lost. Free disk space and run the same command again to "
+        "redo them",
+        step, kFinalSaveRetries + 1, last_saved_step_ < 0 ? 0 : last_saved_step_,
+        last_checkpoint_));
+    log_.file_only(std::string("error: ") + error.what());  // the CLI prints it on stderr
+    throw error;
   }
 }
 
@@ -272,15 +318,15 @@ int TrainingLoop::run() {
   }
   progress_.interrupt();
   if (end < t.steps) {
-    if (last_saved != end) checkpoint(end);
-    finish_checkpoints();
+    if (last_saved != end) checkpoint(end, true);
+    finish_final_checkpoint(end);
     log_.info("stopped after step {} of {} (run.stop_after = {}); run again to continue", end,
               t.steps, stop);
     return kExitOk;
   }
   eval_and_record(t.steps, true);
-  if (last_saved != t.steps) checkpoint(t.steps);
-  finish_checkpoints();
+  if (last_saved != t.steps) checkpoint(t.steps, true);
+  finish_final_checkpoint(t.steps);
   summary_["final"] = true;
   summary_["skipped_steps"] = skipped_;
   summary_["wall_s"] = run_watch.seconds();
@@ -291,7 +337,12 @@ int TrainingLoop::run() {
     summary_["comm_rounds"] = total->rounds;
   }
   straggler_.add_summary(summary_);
+  if (metrics_) summary_["metrics_write_failures"] = metrics_->failures();
   record(summary_);
+  if (metrics_ && metrics_->failures() > 0) {
+    log_.info("{} metrics records could not be written to {}", metrics_->failures(),
+              ctx_.folder.metrics_path());
+  }
   log_.info("done: {} steps in {}; summary {}", t.steps - start_step_,
             format_duration(run_watch.seconds()), summary_.dump());
   return kExitOk;
