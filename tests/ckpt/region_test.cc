@@ -86,6 +86,8 @@ TEST(Region, RunsMatchBruteForce) {
       }
       EXPECT_EQ(got, naive) << r.to_string();
       EXPECT_EQ(pos, r.numel());
+      EXPECT_EQ(region_run_count(r, shape), static_cast<int64_t>(region_runs(r, shape).size()))
+          << r.to_string();
     }
   }
 }

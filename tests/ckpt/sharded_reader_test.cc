@@ -93,6 +93,18 @@ TEST(ShardedReader, RejectsAnIndexThatDoesNotAddUp) {
        [](nlohmann::json& j) {
          j["sharding"]["tensors"]["w_flat"]["pieces"][0]["start"] = {1, 0};
        }},
+      {"contiguous runs",  // a box of one element per row of 2^25 rows: 512 MiB of runs
+       [](nlohmann::json& j) {
+         j["sharding"]["tensors"]["huge"] = {{"dtype", "F32"},
+                                             {"shape", {int64_t{1} << 25, 2}},
+                                             {"pieces",
+                                              {{{"rank", 0},
+                                                {"file", "rank_00000.safetensors"},
+                                                {"key", "huge"},
+                                                {"flat", false},
+                                                {"start", {0, 0}},
+                                                {"count", {int64_t{1} << 25, 1}}}}}};
+       }},
       {"does not hold piece",
        [](nlohmann::json& j) { j["sharding"]["tensors"]["adam.m"]["pieces"][0]["key"] = "emb"; }},
   };

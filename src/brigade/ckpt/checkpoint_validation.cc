@@ -48,7 +48,7 @@ Manifest load_manifest(const std::string& dir) {
   }
   bool unsealed = false;
   Manifest m = parse_manifest_text(text, manifest_path, &unsealed);
-  if (unsealed) {
+  if (unsealed && detail::log_rank() == 0) {  // every rank reads it; one line is enough
     std::fprintf(stderr,
                  "[rank %d] warning: %s carries no checksum (written by an older brigade); "
                  "only its structure is checked\n",

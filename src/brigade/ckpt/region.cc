@@ -55,6 +55,19 @@ std::optional<std::string> region_error(const Region& r, const std::vector<int64
   return std::nullopt;
 }
 
+int64_t region_run_count(const Region& r, const std::vector<int64_t>& shape) {
+  const std::vector<int64_t> view = view_shape(r, shape);
+  if (view.empty()) return 1;
+  for (int64_t c : r.count) {
+    if (c == 0) return 0;
+  }
+  size_t k = view.size() - 1;
+  while (k > 0 && r.start[k] == 0 && r.count[k] == view[k]) --k;
+  int64_t n = 1;
+  for (size_t i = 0; i < k; ++i) n *= r.count[i];  // <= numel: no overflow
+  return n;
+}
+
 std::vector<FlatRun> region_runs(const Region& r, const std::vector<int64_t>& shape) {
   const std::vector<int64_t> view = view_shape(r, shape);
   const size_t nd = view.size();

@@ -53,6 +53,10 @@ struct FlatRun {
 // Trailing dimensions a box covers fully are merged into one run.
 std::vector<FlatRun> region_runs(const Region& region, const std::vector<int64_t>& shape);
 
+// How many runs region_runs() returns, computed without building them (so that a region read
+// from a file can be refused before it allocates). The region must fit the shape.
+int64_t region_run_count(const Region& region, const std::vector<int64_t>& shape);
+
 // The smallest [first, last) flat interval holding every element of the region (empty: 0, 0).
 FlatRun region_span(const Region& region, const std::vector<int64_t>& shape);
 

@@ -17,7 +17,9 @@
 // method's replicated state — is declared by every rank and written once; replica r's local
 // state (sync_method.h) is its own tensor "replica<r>.<name>", written by rank r (DiLoCo adds
 // "replica<r>.params", the local weights; rank 0 then also declares its weights under the
-// parameter names, so that export and generate find a model). Resuming needs the same method
+// parameter names, so that export and generate find a model). A state vector that spans the
+// parameters is saved per tensor ("adamw.m/<tensor>", "replica1.params/<tensor>"), as every
+// layout saves optimizer state; any other vector as one 1-D tensor. Resuming needs the same method
 // and number of replicas; the trainer checks that before reading and refuses otherwise.
 #include <cstdint>
 #include <memory>

@@ -1,8 +1,8 @@
 #pragma once
 // The trainer's checkpoints on top of ckpt/: a sharded checkpoint (format 2,
 // docs/checkpoints.md) in which every rank writes its own pieces of the training state (the
-// DpStrategy's checkpoint_pieces(): parameters under their GPT-2 names, optimizer state as
-// tensors of shape (num_params,), per-replica state under per-replica names), rank 0 the
+// DpStrategy's checkpoint_pieces(): parameters under their GPT-2 names, optimizer state per
+// tensor as "adamw.m/<tensor>", per-replica state under per-replica names), rank 0 the
 // tokenizer the run trained (tensor "tokenizer.bpe", U8), and the manifest a JSON state (step,
 // optimizer updates, sampler position, resolved config, provenance). Any number of ranks under
 // any strategy reads it back, each rank only the regions it holds.
