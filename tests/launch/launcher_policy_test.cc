@@ -60,16 +60,23 @@ TEST(LauncherPolicy, MinNprocRetiresOneSlotPerFailureDownToTheMinimum) {
 }
 
 TEST(LauncherPolicy, FailuresARestartWouldRepeatAreNotRetried) {
-  for (int code : {kExitConfig + 0, kExitNonFinite + 0}) {
+  // 3: a missing or corrupt file (token ids beyond the tokenizer's vocabulary, a malformed
+  // merges file) is read again by the restarted worker.
+  for (int code : {kExitConfig + 0, kExitIo + 0, kExitNonFinite + 0}) {
     auto d = decide_restart(options(2, 3), 0, 2, failed(0, code));
     EXPECT_FALSE(d.restart) << code;
     EXPECT_NE(d.reason.find("exit code " + std::to_string(code)), std::string::npos) << d.reason;
   }
-  for (int code : {1, kExitIo + 0, kExitCheckpoint + 0, kExitComm + 0, 137}) {
+  EXPECT_NE(
+      decide_restart(options(2, 3), 0, 2, failed(0, kExitIo)).reason.find("missing or corrupt"),
+      std::string::npos);
+  // 4: the restart falls back to the previous valid checkpoint.
+  for (int code : {1, kExitCheckpoint + 0, kExitComm + 0, 137}) {
     EXPECT_TRUE(decide_restart(options(2, 3), 0, 2, failed(0, code)).restart) << code;
   }
   // --exec: the exit codes are not brigade's, so they say nothing about a restart.
   EXPECT_TRUE(decide_restart(options(2, 3, 0, true), 0, 2, failed(0, kExitConfig)).restart);
+  EXPECT_TRUE(decide_restart(options(2, 3, 0, true), 0, 2, failed(0, kExitIo)).restart);
   // A worker that outlived SIGKILL may still hold the rendezvous or the run folder.
   GroupOutcome stuck = failed(0);
   stuck.gave_up = true;

@@ -14,6 +14,7 @@
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
+#include "brigade/base/json_limits.h"
 
 namespace brigade {
 
@@ -21,6 +22,7 @@ namespace {
 
 constexpr std::string_view kPrefix = "transformer.";
 constexpr std::string_view kLmHead = "lm_head.weight";
+constexpr int64_t kMaxHfConfigBytes = int64_t{1} << 24;
 
 bool starts_with(std::string_view s, std::string_view p) {
   return s.substr(0, p.size()) == p;
@@ -74,7 +76,7 @@ int64_t positive_int(const nlohmann::json& j, const char* key, const std::string
   if (!j.contains(key)) throw IoError(fmt::format("{}: missing \"{}\"", path, key));
   const auto& v = j.at(key);
   if (!v.is_number_integer()) {
-    throw IoError(fmt::format("{}: \"{}\" = {}: must be an integer", path, key, v.dump()));
+    throw IoError(fmt::format("{}: \"{}\" = {}: must be an integer", path, key, json_excerpt(v)));
   }
   int64_t n = v.get<int64_t>();
   if (n <= 0) throw ConfigError(fmt::format("{}: {} = {}: must be > 0", path, key, n));
@@ -86,11 +88,12 @@ void require_bool(const nlohmann::json& j, const char* key, bool wanted, const s
   if (!j.contains(key) || j.at(key).is_null()) return;
   const auto& v = j.at(key);
   if (!v.is_boolean()) {
-    throw IoError(fmt::format("{}: \"{}\" = {}: must be true or false", path, key, v.dump()));
+    throw IoError(
+        fmt::format("{}: \"{}\" = {}: must be true or false", path, key, json_excerpt(v)));
   }
   if (v.get<bool>() != wanted) {
-    throw ConfigError(
-        fmt::format("{}: {} = {}: brigade's GPT supports only {}", path, key, v.dump(), wanted));
+    throw ConfigError(fmt::format("{}: {} = {}: brigade's GPT supports only {}", path, key,
+                                  json_excerpt(v), wanted));
   }
 }
 
@@ -209,7 +212,7 @@ GptConfig gpt_config_from_hf(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) throw IoError(fmt::format("{}: not a JSON object", path));
   if (j.contains("model_type") && j.at("model_type") != "gpt2") {
     throw ConfigError(fmt::format("{}: model_type = {}: brigade imports only \"gpt2\"", path,
-                                  j.at("model_type").dump()));
+                                  json_excerpt(j.at("model_type"))));
   }
   GptConfig c;
   c.vocab = positive_int(j, "vocab_size", path);
@@ -224,7 +227,7 @@ GptConfig gpt_config_from_hf(const nlohmann::json& j, const std::string& path) {
   if (j.contains("n_inner") && !j.at("n_inner").is_null() &&
       j.at("n_inner") != nlohmann::json(4 * c.d_model)) {
     throw ConfigError(fmt::format("{}: n_inner = {}: brigade's MLP width is 4 * n_embd = {}", path,
-                                  j.at("n_inner").dump(), 4 * c.d_model));
+                                  json_excerpt(j.at("n_inner")), 4 * c.d_model));
   }
   if (j.contains("activation_function")) {
     const auto& a = j.at("activation_function");
@@ -232,14 +235,15 @@ GptConfig gpt_config_from_hf(const nlohmann::json& j, const std::string& path) {
       throw ConfigError(
           fmt::format("{}: activation_function = {}: brigade's GPT uses the tanh "
                       "GELU (\"gelu_new\" or \"gelu_pytorch_tanh\")",
-                      path, a.dump()));
+                      path, json_excerpt(a)));
     }
   }
   if (j.contains("layer_norm_epsilon")) {
     const auto& e = j.at("layer_norm_epsilon");
-    if (!e.is_number() || std::fabs(e.get<double>() - 1e-5) > 1e-11) {
+    // Written so that NaN fails the comparison and is refused.
+    if (!e.is_number() || !(std::fabs(e.get<double>() - 1e-5) <= 1e-11)) {
       throw ConfigError(fmt::format("{}: layer_norm_epsilon = {}: brigade's LayerNorm uses 1e-5",
-                                    path, e.dump()));
+                                    path, json_excerpt(e)));
     }
   }
   require_bool(j, "tie_word_embeddings", true, path);
@@ -369,12 +373,9 @@ GptConfig load_hf_gpt2_config(const std::string& dir) {
     throw IoError(fmt::format("{}: not found (a Hugging Face GPT-2 folder holds {} and {})", path,
                               kHfConfigFile, kHfWeightsFile));
   }
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path, int64_t{1} << 24));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw IoError(fmt::format("{}: not valid JSON: {}", path, e.what()));
-  }
+  // A config.json is a flat object of a few KiB; bounded so a hostile one cannot crash us.
+  const nlohmann::json j = parse_json_bounded(read_file(path, kMaxHfConfigBytes), path,
+                                              JsonLimits{.max_bytes = kMaxHfConfigBytes});
   return gpt_config_from_hf(j, path);
 }
 

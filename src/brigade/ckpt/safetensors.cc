@@ -15,6 +15,7 @@
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
+#include "brigade/base/json_limits.h"
 #include "brigade/tensor/bf16.h"
 
 namespace brigade {
@@ -226,12 +227,10 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   f.data_start_ = 8 + static_cast<int64_t>(n);
   const int64_t data_size = file_size - f.data_start_;
 
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(header);  // also rejects invalid UTF-8
-  } catch (const nlohmann::json::exception& e) {
-    throw invalid(std::string("header is not valid JSON: ") + e.what());
-  }
+  // Bounded in depth (a header is 3 levels deep) and valid UTF-8, or an IoError naming the file.
+  const nlohmann::json j =
+      parse_json_bounded(header, "invalid safetensors file " + path + ": header",
+                         JsonLimits{.max_bytes = kMaxHeaderBytes, .max_depth = kMaxHeaderDepth});
   if (!j.is_object()) throw invalid("header is not a JSON object");
 
   std::vector<std::pair<std::string, StTensorInfo>> tensors;
@@ -239,24 +238,28 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     if (name == "__metadata__") {
       if (!v.is_object()) throw invalid("__metadata__ is not an object");
       for (const auto& [k, s] : v.items()) {
-        if (!s.is_string()) throw invalid("__metadata__ value of '" + k + "' is not a string");
+        if (!s.is_string()) {
+          throw invalid("__metadata__ value of " + json_excerpt(k) + " is not a string");
+        }
         f.metadata_[k] = s.get<std::string>();
       }
       continue;
     }
-    auto bad = [&](const std::string& what) { return invalid("tensor '" + name + "': " + what); };
+    auto bad = [&](const std::string& what) {
+      return invalid("tensor " + json_excerpt(name) + ": " + what);
+    };
     if (!v.is_object()) throw bad("entry is not an object");
     StTensorInfo info;
     const auto dt = v.find("dtype");
     if (dt == v.end() || !dt->is_string()) throw bad("missing or non-string dtype");
     const auto dtype = parse_st_dtype(dt->get<std::string>());
-    if (!dtype) throw bad("unknown dtype " + dt->dump());
+    if (!dtype) throw bad("unknown dtype " + json_excerpt(*dt));
     info.dtype = *dtype;
     const auto sh = v.find("shape");
     if (sh == v.end() || !sh->is_array()) throw bad("missing or non-array shape");
     for (const auto& d : *sh) {
       const auto dim = as_index(d);
-      if (!dim) throw bad("shape entry " + d.dump() + " is not a non-negative integer");
+      if (!dim) throw bad("shape entry " + json_excerpt(d) + " is not a non-negative integer");
       info.shape.push_back(*dim);
     }
     const auto off = v.find("data_offsets");
@@ -265,19 +268,20 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     }
     const auto begin = as_index((*off)[0]);
     const auto end = as_index((*off)[1]);
-    if (!begin || !end || *begin > *end) throw bad("data_offsets " + off->dump() + " are invalid");
+    if (!begin || !end || *begin > *end)
+      throw bad("data_offsets " + json_excerpt(*off) + " are invalid");
     info.begin = *begin;
     info.end = *end;
     if (info.end > data_size) {
-      throw bad("data_offsets " + off->dump() + " run past the end of the data section (" +
+      throw bad("data_offsets " + json_excerpt(*off) + " run past the end of the data section (" +
                 std::to_string(data_size) + " bytes; file truncated?)");
     }
     const auto nbytes = checked_nbytes(info.shape, st_dtype_size(info.dtype));
-    if (!nbytes) throw bad("shape " + sh->dump() + " overflows");
+    if (!nbytes) throw bad("shape " + json_excerpt(*sh) + " overflows");
     if (*nbytes != info.end - info.begin) {
-      throw bad("shape " + sh->dump() + " of " + st_dtype_name(info.dtype) + " needs " +
-                std::to_string(*nbytes) + " bytes but data_offsets " + off->dump() + " span " +
-                std::to_string(info.end - info.begin));
+      throw bad("shape " + json_excerpt(*sh) + " of " + st_dtype_name(info.dtype) + " needs " +
+                std::to_string(*nbytes) + " bytes but data_offsets " + json_excerpt(*off) +
+                " span " + std::to_string(info.end - info.begin));
     }
     tensors.emplace_back(name, std::move(info));
   }
@@ -290,12 +294,12 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   std::string previous = "the start of the data section";
   for (const auto& [name, info] : tensors) {
     if (info.begin != expected) {
-      throw invalid("tensor '" + name + "' starts at " + std::to_string(info.begin) + " but " +
-                    previous + " ends at " + std::to_string(expected) +
+      throw invalid("tensor " + json_excerpt(name) + " starts at " + std::to_string(info.begin) +
+                    " but " + previous + " ends at " + std::to_string(expected) +
                     (info.begin < expected ? " (overlap)" : " (gap)"));
     }
     expected = info.end;
-    previous = "tensor '" + name + "'";
+    previous = "tensor " + json_excerpt(name);
   }
   if (expected != data_size) {
     throw invalid("tensors cover " + std::to_string(expected) + " bytes but the data section has " +

@@ -82,6 +82,8 @@ class SafetensorsFile {
  public:
   // Largest header accepted (HF's limit).
   static constexpr int64_t kMaxHeaderBytes = 100'000'000;
+  // Deepest nesting accepted in the header (a valid one has 3 levels: header, entry, shape).
+  static constexpr int kMaxHeaderDepth = 16;
 
   // Opens and validates the whole header against the file size. Throws IoError naming the path
   // and what is wrong.

@@ -57,7 +57,7 @@ int32_t sample_token(const float* logits, int64_t V, const GenerateArgs& args,
 int run_generate(const GenerateArgs& args) {
   std::string dir = resolve_checkpoint_dir(args.ckpt);
   const ShardedCheckpointReader reader = ShardedCheckpointReader::open(dir);
-  if (!reader.state().contains("config")) {
+  if (!reader.state().contains("config") || !reader.state().at("config").is_string()) {
     throw CheckpointError(fmt::format("{}/manifest.json holds no config", dir));
   }
   Config config = parse_config(reader.state().at("config").get<std::string>(), dir);
@@ -71,6 +71,14 @@ int run_generate(const GenerateArgs& args) {
         std::make_unique<BpeTokenizer>(BpeTokenizer::parse(*merges, dir + "/tokenizer.bpe"));
   } else {
     tokenizer = std::make_unique<ByteTokenizer>();
+  }
+  // Prompt ids index the embedding: a tokenizer larger than the model's vocabulary (a merges
+  // file that does not belong to this checkpoint) is refused rather than read past the table.
+  if (tokenizer->vocab_size() > config.model.vocab) {
+    throw CheckpointError(fmt::format(
+        "{}: its tokenizer has {} ids but model.vocab = {}; the tokenizer does not belong to "
+        "this checkpoint",
+        dir, tokenizer->vocab_size(), config.model.vocab));
   }
   auto model = make_model(config.model, 1);
   load_model_weights(reader, *model);

@@ -136,8 +136,9 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
 }
 
 std::string BpeTokenizer::decode(std::span<const int32_t> tokens) const {
+  require_in_vocab(tokens, vocab_size(), "BPE tokenizer");
   std::string out;
-  for (int32_t t : tokens) out += token_bytes(t);
+  for (int32_t t : tokens) out += token_bytes_[static_cast<size_t>(t)];
   return out;
 }
 
@@ -151,63 +152,92 @@ void BpeTokenizer::save(const std::string& path) const {
 }
 
 BpeTokenizer BpeTokenizer::load(const std::string& path) {
-  return parse(read_file(path, kMaxDataFileBytes), path);
+  return parse(read_file(path, kMaxMergesFileBytes), path);
 }
 
 BpeTokenizer BpeTokenizer::parse(const std::string& text, const std::string& path) {
-  std::vector<std::string_view> lines;
-  for (size_t pos = 0; pos < text.size();) {
+  // Lines are taken one at a time: a file of nothing but newlines must not become a vector of
+  // a billion views.
+  size_t pos = 0;
+  size_t line_no = 0;  // 0-based index of the line `next_line` returned last
+  bool first = true;
+  auto next_line = [&](std::string_view& line) -> bool {
+    if (pos >= text.size()) return false;
     size_t end = text.find('\n', pos);
     if (end == std::string::npos) end = text.size();
-    lines.push_back(std::string_view(text).substr(pos, end - pos));
+    line = std::string_view(text).substr(pos, end - pos);
     pos = end + 1;
-  }
+    line_no += first ? 0 : 1;
+    first = false;
+    return true;
+  };
   auto fail = [&](size_t line, const std::string& why) -> IoError {
     return IoError(path + ": not a valid BPE merges file (line " + std::to_string(line + 1) +
                    "): " + why);
   };
-  if (lines.empty() || lines[0].substr(0, std::string_view(kMagicPrefix).size()) != kMagicPrefix) {
+  // At most this much of a line is quoted in a message.
+  auto quote = [](std::string_view line) {
+    return line.size() > 80 ? std::string(line.substr(0, 80)) + "..." : std::string(line);
+  };
+  std::string_view line;
+  const bool has_magic = next_line(line);
+  if (!has_magic || line.substr(0, std::string_view(kMagicPrefix).size()) != kMagicPrefix) {
     throw fail(0, std::string("expected magic line '") + kMagicLine + "'");
   }
-  if (lines[0] != kMagicLine) {
-    throw fail(
-        0, "unsupported version '" + std::string(lines[0]) + "', expected '" + kMagicLine + "'");
+  if (line != kMagicLine) {
+    throw fail(0, "unsupported version '" + quote(line) + "', expected '" + kMagicLine + "'");
   }
-  if (lines.size() < 2 || lines[1] != kPretokenizerLine) {
+  if (!next_line(line) || line != kPretokenizerLine) {
     throw fail(1, std::string("expected '") + kPretokenizerLine + "'");
   }
   int64_t count = -1;
-  if (lines.size() < 3 || lines[2].substr(0, 7) != "merges " ||
-      !parse_int(lines[2].substr(7), count) || count > kMaxVocab - kByteVocab) {
+  if (!next_line(line) || line.substr(0, 7) != "merges " || !parse_int(line.substr(7), count) ||
+      count > kMaxVocab - kByteVocab) {
     throw fail(2, "expected 'merges N' with N <= " + std::to_string(kMaxVocab - kByteVocab));
   }
-  if (static_cast<int64_t>(lines.size()) - 3 < count) {
-    throw fail(lines.size(), "file ends after " + std::to_string(lines.size() - 3) + " of " +
-                                 std::to_string(count) + " merges (truncated?)");
+  // Every line holds at least "a b": a count the file cannot hold is refused before reserving.
+  if (count > static_cast<int64_t>(text.size() / 4) + 1) {
+    throw fail(2, "'merges " + std::to_string(count) + "' but the file has only " +
+                      std::to_string(text.size()) + " bytes (truncated?)");
   }
   std::vector<Merge> merges;
   merges.reserve(static_cast<size_t>(count));
   std::unordered_set<uint64_t> seen;
+  // Byte lengths of the tokens: a merge of two long tokens doubles, so 40 lines could otherwise
+  // ask for a terabyte.
+  std::vector<int64_t> length(static_cast<size_t>(kByteVocab + count), 1);
+  int64_t total_bytes = kByteVocab;
   for (int64_t i = 0; i < count; ++i) {
-    const size_t ln = static_cast<size_t>(3 + i);
-    const std::string_view line = lines[ln];
+    if (!next_line(line)) {
+      throw fail(line_no + 1, "file ends after " + std::to_string(i) + " of " +
+                                  std::to_string(count) + " merges (truncated?)");
+    }
     const size_t sp = line.find(' ');
     int64_t a = -1, b = -1;
     if (sp == std::string_view::npos || !parse_int(line.substr(0, sp), a) ||
         !parse_int(line.substr(sp + 1), b)) {
-      throw fail(ln, "expected 'left right', got '" + std::string(line) + "'");
+      throw fail(line_no, "expected 'left right', got '" + quote(line) + "'");
     }
     const int64_t id = kByteVocab + i;
     if (a >= id || b >= id) {
-      throw fail(ln, "merge " + std::to_string(i) + " refers to an id >= " + std::to_string(id));
+      throw fail(line_no,
+                 "merge " + std::to_string(i) + " refers to an id >= " + std::to_string(id));
     }
     if (!seen.insert(pair_key(static_cast<int32_t>(a), static_cast<int32_t>(b))).second) {
-      throw fail(ln, "duplicate merge " + std::string(line));
+      throw fail(line_no, "duplicate merge " + quote(line));
+    }
+    length[id] = length[a] + length[b];
+    total_bytes += length[id];
+    if (length[id] > kMaxTokenBytes || total_bytes > kMaxTotalTokenBytes) {
+      throw fail(line_no, "merge " + std::to_string(i) + " makes a token of " +
+                              std::to_string(length[id]) +
+                              " bytes (limits: " + std::to_string(kMaxTokenBytes) + " per token, " +
+                              std::to_string(kMaxTotalTokenBytes) + " for all tokens)");
     }
     merges.emplace_back(static_cast<int32_t>(a), static_cast<int32_t>(b));
   }
-  for (size_t ln = static_cast<size_t>(3 + count); ln < lines.size(); ++ln) {
-    if (!lines[ln].empty()) throw fail(ln, "unexpected content after the last merge");
+  while (next_line(line)) {
+    if (!line.empty()) throw fail(line_no, "unexpected content after the last merge");
   }
   return BpeTokenizer(std::move(merges));
 }

@@ -30,18 +30,26 @@ class BpeTokenizer final : public Tokenizer {
 
   static constexpr int32_t kByteVocab = 256;
   static constexpr int32_t kMaxVocab = 1 << 24;
+  // Bounds on what a merges file may make us allocate: one token's bytes, all tokens' bytes, and
+  // the file itself (2^24 merges of two 8-digit ids fit in it). Training stops before a merge
+  // would break the first two, so whatever save() writes, load() reads.
+  static constexpr int64_t kMaxTokenBytes = int64_t{1} << 20;
+  static constexpr int64_t kMaxTotalTokenBytes = int64_t{1} << 28;
+  static constexpr int64_t kMaxMergesFileBytes = int64_t{1} << 29;
 
   // No merges: behaves like ByteTokenizer.
   BpeTokenizer();
 
   // Learns up to vocab_size - 256 merges from text. Each step merges the most frequent adjacent
   // pair (counted over all pre-tokens, overlapping occurrences included; ties go to the smaller
-  // (left, right)). Stops early when no pair occurs at least twice, so vocab_size() may be
-  // smaller than asked. ConfigError unless 256 <= vocab_size <= kMaxVocab.
+  // (left, right)). Stops early when no pair occurs at least twice or the next merge would break
+  // kMaxTokenBytes / kMaxTotalTokenBytes, so vocab_size() may be smaller than asked.
+  // ConfigError unless 256 <= vocab_size <= kMaxVocab.
   static BpeTokenizer train(std::string_view text, int32_t vocab_size);
 
-  // Reads merges written by save(). IoError naming the path when the file is missing, has the
-  // wrong magic/version, or a malformed, out-of-range or duplicate merge.
+  // Reads merges written by save(). IoError naming the path (and the line) when the file is
+  // missing or larger than kMaxMergesFileBytes, has the wrong magic/version, or a malformed,
+  // out-of-range or duplicate merge, or one that makes a token too long.
   static BpeTokenizer load(const std::string& path);
   // load() of a merges file's contents; path names them in messages.
   static BpeTokenizer parse(const std::string& text, const std::string& path);

@@ -141,11 +141,19 @@ BpeTokenizer BpeTokenizer::train(std::string_view text, int32_t vocab_size) {
   }
   Trainer trainer(text);
   std::vector<Merge> merges;
+  std::vector<int64_t> length(kByteVocab, 1);  // bytes per token, bounded as load() bounds them
+  int64_t total_bytes = kByteVocab;
   for (int32_t id = kByteVocab; id < vocab_size; ++id) {
     uint64_t pair;
     if (!trainer.best_pair(pair)) break;
+    const int32_t a = static_cast<int32_t>(pair >> 32);
+    const int32_t b = static_cast<int32_t>(pair & 0xffffffffu);
+    const int64_t len = length[a] + length[b];
+    if (len > kMaxTokenBytes || total_bytes + len > kMaxTotalTokenBytes) break;
     trainer.merge(pair, id);
-    merges.emplace_back(static_cast<int32_t>(pair >> 32), static_cast<int32_t>(pair & 0xffffffffu));
+    merges.emplace_back(a, b);
+    length.push_back(len);
+    total_bytes += len;
   }
   return BpeTokenizer(std::move(merges));
 }

@@ -1,6 +1,5 @@
 #pragma once
 // The simplest lossless tokenizer: token id = byte value, vocabulary 256. No training, no file.
-#include "brigade/base/check.h"
 #include "brigade/data/tokenizer.h"
 
 namespace brigade {
@@ -18,9 +17,9 @@ class ByteTokenizer final : public Tokenizer {
   }
 
   std::string decode(std::span<const int32_t> tokens) const override {
+    require_in_vocab(tokens, kVocabSize, "byte tokenizer");
     std::string out(tokens.size(), '\0');
     for (size_t i = 0; i < tokens.size(); ++i) {
-      BRIGADE_CHECK(tokens[i] >= 0 && tokens[i] < kVocabSize) << "byte token " << tokens[i];
       out[i] = static_cast<char>(static_cast<unsigned char>(tokens[i]));
     }
     return out;

@@ -147,6 +147,7 @@ ImageSet load_fashion_mnist(const std::string& dir, std::string_view split, Pixe
   const std::string labels_path = dir + "/" + std::string(split) + "-labels-idx1-ubyte.gz";
   IdxImages images = read_idx_images(images_path);
   std::vector<int32_t> labels = read_idx_labels(labels_path);
+  if (images.count == 0) throw IoError(images_path + ": holds no images (the header says 0)");
   if (images.rows != 28 || images.cols != 28) {
     throw IoError(images_path + ": images are " + std::to_string(images.rows) + "x" +
                   std::to_string(images.cols) + ", Fashion-MNIST's are 28x28");

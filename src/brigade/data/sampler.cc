@@ -6,6 +6,7 @@
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
+#include "brigade/base/json_limits.h"
 #include "brigade/tensor/rng.h"
 
 namespace brigade {
@@ -28,18 +29,19 @@ T get_field(const nlohmann::json& j, const char* field, T min_value) {
   const nlohmann::json& v = j.at(field);
   if (!v.is_number_integer()) {
     throw CheckpointError(std::string("sampler state: field '") + field +
-                          "' is not an integer: " + v.dump());
+                          "' is not an integer: " + json_excerpt(v));
   }
   if constexpr (std::is_signed_v<T>) {
     const bool too_large =
         v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
     if (too_large || v.get<int64_t>() < min_value) {
-      throw CheckpointError(std::string("sampler state: field '") + field + "' = " + v.dump() +
-                            " is outside [" + std::to_string(min_value) + ", 2^63)");
+      throw CheckpointError(std::string("sampler state: field '") + field +
+                            "' = " + json_excerpt(v) + " is outside [" + std::to_string(min_value) +
+                            ", 2^63)");
     }
   } else if (!v.is_number_unsigned() && v.get<int64_t>() < 0) {
     throw CheckpointError(std::string("sampler state: field '") + field +
-                          "' must be non-negative: " + v.dump());
+                          "' must be non-negative: " + json_excerpt(v));
   }
   return v.get<T>();
 }

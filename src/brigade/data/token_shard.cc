@@ -1,9 +1,12 @@
 #include "brigade/data/token_shard.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <cstdio>
+#include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <string_view>
 
 #include "brigade/base/check.h"
@@ -25,12 +28,19 @@ uint64_t get_le(const char* p, int bytes) {
   return v;
 }
 
+// Tokens converted per read: 4 MiB of uint32 at a time.
+constexpr uint64_t kReadChunkTokens = uint64_t{1} << 20;
+
 // Parses and validates a header against the file's total size.
 TokenShardInfo parse_header(const std::string& path, const char* h, uint64_t file_size) {
   auto bad = [&](const std::string& why) { return IoError(path + ": bad token shard: " + why); };
   if (file_size < static_cast<uint64_t>(kTokenShardHeaderBytes)) {
     throw bad("file has " + std::to_string(file_size) + " bytes, less than the " +
               std::to_string(kTokenShardHeaderBytes) + "-byte header");
+  }
+  if (file_size > static_cast<uint64_t>(kMaxDataFileBytes)) {
+    throw bad("file has " + std::to_string(file_size) + " bytes, more than the limit of " +
+              std::to_string(kMaxDataFileBytes));
   }
   if (std::memcmp(h, kTokenShardMagic, sizeof(kTokenShardMagic)) != 0) {
     throw bad("wrong magic (expected BRGDTOK1)");
@@ -84,33 +94,87 @@ void write_token_shard(const std::string& path, std::span<const int32_t> tokens,
   write_file_atomic(path, bytes);
 }
 
+namespace {
+
+// An open shard file: its descriptor and size, checked to be a regular file.
+class ShardFile {
+ public:
+  explicit ShardFile(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw IoError(path + ": cannot open: " + std::strerror(errno));
+    struct stat st {};
+    const bool ok = ::fstat(fd_, &st) == 0;
+    const int err = errno;
+    if (!ok || !S_ISREG(st.st_mode)) {
+      ::close(fd_);  // the destructor does not run for a constructor that throws
+      throw IoError(path + (ok ? ": not a regular file" : ": cannot stat: ") +
+                    (ok ? "" : std::strerror(err)));
+    }
+    size_ = static_cast<uint64_t>(st.st_size);
+  }
+  ~ShardFile() { ::close(fd_); }
+  ShardFile(const ShardFile&) = delete;
+  ShardFile& operator=(const ShardFile&) = delete;
+
+  uint64_t size() const { return size_; }
+
+  // Reads up to n bytes at offset; returns how many (fewer only at the end of the file).
+  size_t read_at(char* out, size_t n, uint64_t offset) const {
+    size_t done = 0;
+    while (done < n) {
+      const ssize_t r = ::pread(fd_, out + done, n - done, static_cast<off_t>(offset + done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) throw IoError(path_ + ": cannot read: " + std::strerror(errno));
+      if (r == 0) break;
+      done += static_cast<size_t>(r);
+    }
+    return done;
+  }
+
+  // The header, validated against the file's size before anything else is read.
+  TokenShardInfo header() const {
+    char h[kTokenShardHeaderBytes] = {};
+    const size_t got = read_at(h, sizeof(h), 0);
+    // A short read means a file shorter than the header; parse_header reports it.
+    return parse_header(path_, h, got < sizeof(h) ? got : size_);
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+}  // namespace
+
 TokenShardInfo read_token_shard_info(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw IoError(path + ": no such file");
-  const uint64_t size = std::filesystem::file_size(path, ec);
-  if (ec) throw IoError(path + ": cannot stat: " + ec.message());
-  char h[kTokenShardHeaderBytes] = {};
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) throw IoError(path + ": cannot open");
-  const size_t got = std::fread(h, 1, sizeof(h), f);
-  std::fclose(f);
-  // A short read means a file shorter than the header; parse_header reports it.
-  return parse_header(path, h, got < sizeof(h) ? got : size);
+  return ShardFile(path).header();
 }
 
 std::vector<int32_t> read_token_shard(const std::string& path, TokenShardInfo* info_out) {
-  const std::string bytes = read_file(path, kMaxDataFileBytes);
-  const TokenShardInfo info = parse_header(path, bytes.data(), bytes.size());
-  std::vector<int32_t> tokens(info.num_tokens);
-  const char* p = bytes.data() + kTokenShardHeaderBytes;
+  // Header and file size first: a file whose size disagrees with its header is refused before
+  // its payload is read, and the payload is then read in bounded chunks straight into the
+  // tokens (no second copy of a multi-GiB file).
+  const ShardFile file(path);
+  const TokenShardInfo info = file.header();
   const int dtype = static_cast<int>(info.dtype_bytes);
-  for (uint64_t i = 0; i < info.num_tokens; ++i) {
-    const uint64_t t = get_le(p + i * dtype, dtype);
-    if (t >= info.vocab_size) {
-      throw IoError(path + ": bad token shard: token " + std::to_string(t) + " at index " +
-                    std::to_string(i) + " >= vocab size " + std::to_string(info.vocab_size));
+  std::vector<int32_t> tokens(info.num_tokens);
+  std::vector<char> chunk(static_cast<size_t>(kReadChunkTokens) * dtype);
+  for (uint64_t first = 0; first < info.num_tokens; first += kReadChunkTokens) {
+    const uint64_t n = std::min<uint64_t>(kReadChunkTokens, info.num_tokens - first);
+    const size_t want = static_cast<size_t>(n) * dtype;
+    if (file.read_at(chunk.data(), want, kTokenShardHeaderBytes + first * dtype) != want) {
+      throw IoError(path + ": bad token shard: file shrank while being read (truncated?)");
     }
-    tokens[i] = static_cast<int32_t>(t);
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t t = get_le(chunk.data() + i * dtype, dtype);
+      if (t >= info.vocab_size) {
+        throw IoError(path + ": bad token shard: token " + std::to_string(t) + " at index " +
+                      std::to_string(first + i) + " >= vocab size " +
+                      std::to_string(info.vocab_size));
+      }
+      tokens[first + i] = static_cast<int32_t>(t);
+    }
   }
   if (info_out != nullptr) *info_out = info;
   return tokens;

@@ -1,15 +1,20 @@
 #include "brigade/runtime/config.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
-#include <fstream>
+#include <cstring>
 #include <map>
 #include <sstream>
 #include <toml.hpp>
 #include <variant>
 
 #include "brigade/base/error.h"
+#include "brigade/runtime/toml_limits.h"
 
 namespace brigade {
 
@@ -112,6 +117,31 @@ std::vector<Field> fields(Config& c) {
   };
 }
 
+// A config is a few KiB; anything much larger is the wrong file (or /dev/zero). The same bound
+// as the TOML pre-scan's (toml_limits.h says why it is not larger).
+constexpr int64_t kMaxConfigBytes = TomlLimits{}.max_bytes;
+// Error messages quote at most this much of a value or of a line of toml11's report.
+constexpr size_t kMaxQuoted = 160;
+
+std::string cut(std::string s, size_t max_chars = kMaxQuoted) {
+  if (s.size() > max_chars) s = s.substr(0, max_chars) + "...";
+  return s;
+}
+
+// A value as toml11 prints it, on one line ("[1, 2, 3]", not one element per line).
+std::string one_line(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\n') {
+      out += s[i];
+      continue;
+    }
+    while (i + 1 < s.size() && s[i + 1] == ' ') ++i;  // the indentation of the next line
+    if (!out.empty() && out.back() != '[' && out.back() != '{' && out.back() != ' ') out += ' ';
+  }
+  return out;
+}
+
 std::string render(const toml::value& v) {
   std::ostringstream os;
   os << v;
@@ -120,10 +150,68 @@ std::string render(const toml::value& v) {
   return s;
 }
 
+// toml11's report quotes the offending line, which may be a megabyte long: keep each line of it
+// short and only the first few lines.
+std::string bounded_report(const std::string& what) {
+  std::string out;
+  size_t pos = 0;
+  for (int lines = 0; pos < what.size() && lines < 12; ++lines) {
+    size_t end = what.find('\n', pos);
+    if (end == std::string::npos) end = what.size();
+    out += (lines ? "\n" : "") + cut(what.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return out;
+}
+
+// The text of a config file: a regular file of at most kMaxConfigBytes. A directory, a device
+// such as /dev/zero or a FIFO is refused before it is read.
+std::string read_config_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw ConfigError(
+        fmt::format("config file not found or unreadable: {} ({})", path, std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw ConfigError(fmt::format("{}: not a config file ({}); give the path of a .toml file", path,
+                                  S_ISDIR(st.st_mode) ? "a directory" : "not a regular file"));
+  }
+  if (st.st_size > kMaxConfigBytes) {
+    throw ConfigError(fmt::format("{}: {} bytes, more than the {} bytes a config file may have",
+                                  path, st.st_size, kMaxConfigBytes));
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    throw ConfigError(
+        fmt::format("config file not found or unreadable: {} ({})", path, std::strerror(errno)));
+  }
+  // Read one byte past the limit, so a file that grew after stat() is still caught.
+  std::string text(static_cast<size_t>(kMaxConfigBytes) + 1, '\0');
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t r = ::read(fd, text.data() + done, text.size() - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw ConfigError(fmt::format("cannot read config file {}: {}", path, std::strerror(err)));
+    }
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  if (done > static_cast<size_t>(kMaxConfigBytes)) {
+    throw ConfigError(
+        fmt::format("{}: more than the {} bytes a config file may have", path, kMaxConfigBytes));
+  }
+  text.resize(done);
+  return text;
+}
+
 [[noreturn]] void type_error(const Field& f, const toml::value& v, const std::string& origin,
                              const char* expected) {
-  throw ConfigError(
-      fmt::format("{}.{} = {} in {}: expected {}", f.section, f.key, render(v), origin, expected));
+  throw ConfigError(fmt::format("{}.{} = {} in {}: expected {}", f.section, f.key,
+                                cut(one_line(render(v))), origin, expected));
 }
 
 void assign(const Field& f, const toml::value& v, const std::string& origin) {
@@ -165,11 +253,14 @@ void apply_override(toml::value& root, const std::string& assignment) {
   auto dot = assignment.find('.');
   if (eq == std::string::npos || dot == std::string::npos || dot > eq) {
     throw ConfigError(fmt::format(
-        "--set {}: expected section.key=value (for example --set train.lr=3e-4)", assignment));
+        "--set {}: expected section.key=value (for example --set train.lr=3e-4)", cut(assignment)));
   }
   std::string section = assignment.substr(0, dot);
   std::string key = assignment.substr(dot + 1, eq - dot - 1);
   std::string text = assignment.substr(eq + 1);
+  // Bounded like a config file, and outside the try: an override too deep to parse safely is
+  // an error, not a string.
+  check_toml_limits("v = " + text, "--set " + cut(assignment));
   toml::value value;
   try {
     std::istringstream is("v = " + text);
@@ -181,7 +272,8 @@ void apply_override(toml::value& root, const std::string& assignment) {
   auto& table = root.as_table();
   if (!table.count(section)) table[section] = toml::table{};
   if (!table[section].is_table()) {
-    throw ConfigError(fmt::format("--set {}: [{}] is not a section", assignment, section));
+    throw ConfigError(
+        fmt::format("--set {}: [{}] is not a section", cut(assignment), cut(section)));
   }
   table[section].as_table()[key] = value;
 }
@@ -223,12 +315,14 @@ std::string toml_scalar(const FieldTarget& target) {
 
 Config parse_config(const std::string& toml_text, const std::string& origin,
                     const std::vector<std::string>& overrides) {
+  check_toml_limits(toml_text, origin);
   toml::value root;
   try {
     std::istringstream is(toml_text);
     root = toml::parse(is, origin);
-  } catch (const toml::syntax_error& e) {
-    throw ConfigError(fmt::format("{}: TOML syntax error: {}", origin, e.what()));
+  } catch (const std::exception& e) {
+    // toml::syntax_error mostly; whatever else toml11 throws on bad text is a bad config too.
+    throw ConfigError(fmt::format("{}: TOML syntax error: {}", origin, bounded_report(e.what())));
   }
   for (const auto& o : overrides) apply_override(root, o);
 
@@ -236,14 +330,15 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
   auto schema = fields(config);
   for (const auto& [section, table] : root.as_table()) {
     if (!table.is_table()) {
-      throw ConfigError(fmt::format("{}: '{}' must be a section [{}]", origin, section, section));
+      throw ConfigError(
+          fmt::format("{}: '{}' must be a section [{}]", origin, cut(section), cut(section)));
     }
     bool known_section = false;
     for (const auto& f : schema) known_section |= (section == f.section);
     if (!known_section) {
       throw ConfigError(fmt::format(
           "{}: unknown section [{}] (allowed: run, model, data, train, parallel, sync, comm)",
-          origin, section));
+          origin, cut(section)));
     }
     for (const auto& [key, value] : table.as_table()) {
       const Field* field = nullptr;
@@ -251,7 +346,7 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
         if (section == f.section && key == f.key) field = &f;
       if (!field) {
         throw ConfigError(fmt::format("{}: unknown key {}.{} (allowed in [{}]: {})", origin,
-                                      section, key, section, known_keys(config, section)));
+                                      section, cut(key), section, known_keys(config, section)));
       }
       assign(*field, value, origin);
     }
@@ -260,11 +355,7 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(fmt::format("config file not found or unreadable: {}", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_config(buffer.str(), path, overrides);
+  return parse_config(read_config_file(path), path, overrides);
 }
 
 std::string Config::to_toml() const {

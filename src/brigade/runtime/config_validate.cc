@@ -107,9 +107,18 @@ void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
                       sync.method));
 }
 
-// Mixture-of-experts keys (model.n_experts > 0 turns them on; docs/parallelism.md).
+// Mixture-of-experts keys (model.n_experts > 0 turns them on; docs/parallelism.md). Every key
+// is checked on its own even while MoE is off, so a typo such as capacity_factor = nan is
+// reported before someone turns experts on; the rules between keys only apply with experts.
 void validate_moe(const ModelConfig& model, const ParallelConfig& parallel) {
   require_range(model.n_experts, "model.n_experts", 0, 4096);
+  require(model.moe_top_k == 1 || model.moe_top_k == 2, "model.moe_top_k", model.moe_top_k,
+          "allowed values are 1, 2");
+  require(std::isfinite(model.capacity_factor) && model.capacity_factor <= 1e6,
+          "model.capacity_factor", model.capacity_factor,
+          "must be finite and at most 1e6 (<= 0 means dropless)");
+  require_real(model.aux_loss_coef, "model.aux_loss_coef", 0.0, 1e3, false);
+  require_range(model.moe_every, "model.moe_every", 1, 1024);
   require_range(parallel.ep, "parallel.ep", 1, 1 << 16);
   require(parallel.ep == 1 || model.n_experts > 0, "parallel.ep", parallel.ep,
           "must be 1 without mixture-of-experts blocks (model.n_experts = 0): there are no "
@@ -118,14 +127,8 @@ void validate_moe(const ModelConfig& model, const ParallelConfig& parallel) {
   require(model.kind == "gpt", "model.n_experts", model.n_experts,
           fmt::format("mixture-of-experts blocks need model.kind = \"gpt\" (got \"{}\"); use 0",
                       model.kind));
-  require(model.moe_top_k == 1 || model.moe_top_k == 2, "model.moe_top_k", model.moe_top_k,
-          "allowed values are 1, 2");
   require(model.moe_top_k <= model.n_experts, "model.moe_top_k", model.moe_top_k,
           fmt::format("must be at most model.n_experts = {}", model.n_experts));
-  require(std::isfinite(model.capacity_factor) && model.capacity_factor <= 1e6,
-          "model.capacity_factor", model.capacity_factor,
-          "must be finite and at most 1e6 (<= 0 means dropless)");
-  require_real(model.aux_loss_coef, "model.aux_loss_coef", 0.0, 1e3, false);
   require_range(model.moe_every, "model.moe_every", 1, model.n_layer);
   require(parallel.tp == 1, "model.n_experts", model.n_experts,
           fmt::format("mixture-of-experts blocks are not supported with parallel.tp = {} yet; "

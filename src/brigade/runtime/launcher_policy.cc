@@ -13,11 +13,16 @@ RestartDecision decide_restart(const LaunchOptions& o, int restarts_done, int np
     d.reason = "a worker outlived SIGKILL; nothing is restarted while it may still run";
     return d;
   }
-  if (!o.exec_raw && (failure.exit_code == kExitConfig || failure.exit_code == kExitNonFinite)) {
-    d.reason = "exit code " + std::to_string(failure.exit_code) +
-               (failure.exit_code == kExitConfig ? " (invalid config)" : " (non-finite loss)") +
-               " would repeat on a restart";
-    return d;
+  if (!o.exec_raw) {
+    const char* why = failure.exit_code == kExitConfig      ? " (invalid config)"
+                      : failure.exit_code == kExitIo        ? " (a file is missing or corrupt)"
+                      : failure.exit_code == kExitNonFinite ? " (non-finite loss)"
+                                                            : nullptr;
+    if (why != nullptr) {
+      d.reason =
+          "exit code " + std::to_string(failure.exit_code) + why + " would repeat on a restart";
+      return d;
+    }
   }
   if (restarts_done >= o.max_restarts) {
     d.reason = o.max_restarts == 0 ? "no restarts allowed (--max-restarts 0)"

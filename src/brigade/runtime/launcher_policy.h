@@ -12,8 +12,11 @@
 // --min-nproc every restart uses all --nproc workers.
 //
 // Not restarted, because a restart would fail the same way: a brigade worker's exit code 2 (the
-// config is invalid) and 6 (the loss became non-finite: resuming replays the same steps). With
-// --exec the worker is not brigade and every failure is retried.
+// config is invalid), 3 (a data, tokenizer or config file is missing or corrupt: the restarted
+// worker reads the same file) and 6 (the loss became non-finite: resuming replays the same
+// steps). A checkpoint that cannot be used is exit code 4 and is restarted, because the restart
+// falls back to the previous valid checkpoint. With --exec the worker is not brigade and every
+// failure is retried.
 #include <string>
 
 #include "brigade/runtime/launcher.h"

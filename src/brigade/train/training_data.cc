@@ -38,6 +38,17 @@ TrainingData load_images(const Config& config) {
   return data;
 }
 
+// A dataset needs one window of seq_len + 1 tokens; say which file is too short, and which key
+// asks for the window.
+void require_one_window(size_t tokens, const Config& config, const std::string& source) {
+  const int64_t T = config.context();
+  if (static_cast<int64_t>(tokens) < T + 1) {
+    const char* key = config.data.seq_len > 0 ? "data.seq_len" : "model.seq_len";
+    throw ConfigError(fmt::format("{} = {}: {} has {} tokens, fewer than one sequence of {} + 1",
+                                  key, T, source, tokens, key));
+  }
+}
+
 // A folder written by `brigade tokenize`: token shards plus the tokenizer that made them.
 TrainingData load_shards(const Config& config) {
   if (config.data.path.empty()) {
@@ -55,17 +66,38 @@ TrainingData load_shards(const Config& config) {
   } else {
     data.tokenizer = std::make_unique<ByteTokenizer>();
   }
+  const std::string train_path = dir + "/" + kTrainShardFile;
+  const std::string val_path = dir + "/" + kValShardFile;
   TokenShardInfo train_info, val_info;
-  std::vector<int32_t> train = read_token_shard(dir + "/" + kTrainShardFile, &train_info);
-  std::vector<int32_t> val = read_token_shard(dir + "/" + kValShardFile, &val_info);
-  data.source_files.push_back(dir + "/" + kTrainShardFile);
-  data.source_files.push_back(dir + "/" + kValShardFile);
+  std::vector<int32_t> train = read_token_shard(train_path, &train_info);
+  std::vector<int32_t> val = read_token_shard(val_path, &val_info);
+  data.source_files.push_back(train_path);
+  data.source_files.push_back(val_path);
   for (const auto* info : {&train_info, &val_info}) {
     if (static_cast<int64_t>(info->vocab_size) > config.model.vocab) {
       throw ConfigError(fmt::format("model.vocab = {}: the shards in {} use a vocabulary of {}",
                                     config.model.vocab, dir, info->vocab_size));
     }
   }
+  // The shards' ids must be ids of this folder's tokenizer: a deleted tokenizer.bpe (bytes are
+  // then assumed) or one with fewer merges than the shards were made with is found here, naming
+  // the file, rather than when decoding.
+  const std::string tokenizer_name =
+      data.tokenizer_file.empty() ? fmt::format("the byte tokenizer, as {} is absent", merges)
+                                  : fmt::format("the BPE tokenizer of {}", merges);
+  for (const auto& [path, tokens] : {std::pair{&train_path, &train}, std::pair{&val_path, &val}}) {
+    const int64_t bad = first_out_of_vocab(*tokens, data.tokenizer->vocab_size());
+    if (bad >= 0) {
+      throw IoError(fmt::format(
+          "{}: token id {} at position {} is outside the vocabulary of {} ({} ids); the shards "
+          "were written with another tokenizer (re-run `brigade tokenize`)",
+          *path, (*tokens)[static_cast<size_t>(bad)], bad, tokenizer_name,
+          data.tokenizer->vocab_size()));
+    }
+  }
+  const int64_t T = config.context();
+  require_one_window(train.size(), config, train_path);
+  require_one_window(val.size(), config, val_path);
   std::string train_text = data.tokenizer->decode(train);
   std::string val_text = data.tokenizer->decode(val);
   data.val_bytes_per_token = static_cast<double>(val_text.size()) / static_cast<double>(val.size());
@@ -74,7 +106,6 @@ TrainingData load_shards(const Config& config) {
       "shards in {}: {} train tokens, {} validation tokens; unigram "
       "baseline {:.3f} bits/byte",
       dir, train.size(), val.size(), data.unigram_bits_per_byte);
-  const int64_t T = config.context();
   data.train = std::make_unique<TokenDataset>(std::move(train), T);
   data.val = std::make_unique<TokenDataset>(std::move(val), T);
   return data;
@@ -97,9 +128,10 @@ TrainingData load_training_data(const Config& config, const RunFolder& folder) {
   if (config.data.source == "shards") return load_shards(config);
 
   TextSplits splits;
+  std::string source = config.data.path;
   if (config.data.source == "fortunes") {
-    splits = load_fortunes(config.data.path.empty() ? kDefaultFortunesDir : config.data.path,
-                           config.data.val_fraction);
+    if (source.empty()) source = kDefaultFortunesDir;
+    splits = load_fortunes(source, config.data.val_fraction);
   } else {
     if (config.data.path.empty()) {
       throw ConfigError("data.path = \"\": data.source = \"text\" needs the path of a text file");
@@ -129,11 +161,12 @@ TrainingData load_training_data(const Config& config, const RunFolder& folder) {
   std::vector<int32_t> train_tokens = data.tokenizer->encode(splits.train);
   std::vector<int32_t> val_tokens = data.tokenizer->encode(splits.val);
   const int64_t T = config.context();
+  require_one_window(train_tokens.size(), config, "the train split of " + source);
   if (static_cast<int64_t>(val_tokens.size()) < T + 1) {
     throw ConfigError(fmt::format(
-        "data.val_fraction = {}: the validation split has {} tokens, fewer than one sequence "
-        "of data.seq_len + 1 = {}",
-        config.data.val_fraction, val_tokens.size(), T + 1));
+        "data.val_fraction = {}: the validation split of {} has {} tokens, fewer than one "
+        "sequence of data.seq_len + 1 = {}",
+        config.data.val_fraction, source, val_tokens.size(), T + 1));
   }
   data.val_bytes_per_token =
       static_cast<double>(splits.val.size()) / static_cast<double>(val_tokens.size());

@@ -1,5 +1,7 @@
 #include "brigade/model/moe/moe_config.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <string>
 
@@ -17,11 +19,14 @@ void MoeConfig::validate() const {
   if (top_k > n_experts)
     throw ConfigError("model.moe_top_k = " + std::to_string(top_k) +
                       ": must be <= model.n_experts = " + std::to_string(n_experts));
-  if (!std::isfinite(capacity_factor))
-    throw ConfigError("model.capacity_factor: must be finite (<= 0 means dropless)");
-  if (!std::isfinite(aux_loss_coef) || aux_loss_coef < 0.0)
-    throw ConfigError("model.aux_loss_coef = " + std::to_string(aux_loss_coef) +
-                      ": must be finite and >= 0");
+  // !(x <= hi) rather than x > hi: NaN fails every comparison and must fail the check too.
+  if (!std::isfinite(capacity_factor) || !(capacity_factor <= 1e6))
+    throw ConfigError(fmt::format(
+        "model.capacity_factor = {}: must be finite and at most 1e6 (<= 0 means dropless)",
+        capacity_factor));
+  if (!std::isfinite(aux_loss_coef) || !(aux_loss_coef >= 0.0))
+    throw ConfigError(
+        fmt::format("model.aux_loss_coef = {}: must be finite and >= 0", aux_loss_coef));
 }
 
 int64_t MoeConfig::capacity(int64_t n_tokens) const {
