@@ -149,6 +149,74 @@ TEST_F(HfRoundTrip, BpeMergesTravelWithTheModel) {
   EXPECT_EQ(greedy(ckpt("bpe-a", 2)), greedy(ckpt("bpe-b", 0)));
 }
 
+// An imported checkpoint is the same family as every trainer checkpoint: a tp = 2 or pp = 2
+// run starts from it (once refused: "was not written by a model-parallel run"), and from the
+// same weights, so its first loss equals the one-process run's from the same import.
+TEST_F(HfRoundTrip, ImportedWeightsStartModelParallelRuns) {
+  const std::string hf = dir_ + "/hf-mp";
+  ASSERT_EQ(brigade("export --ckpt " + dir_ + "/a/tiny --out " + hf).exit_code, 0);
+  auto launch = [&](const std::string& out, int nproc, const std::string& extra) {
+    return run_command(std::string(BRIGADE_BINARY) + " launch --nproc " + std::to_string(nproc) +
+                       " -- train " + config_ + " --set run.out_dir=" + dir_ + "/" + out +
+                       " --set train.steps=2 " + extra);
+  };
+  ASSERT_EQ(import_into("mp1", hf).exit_code, 0);
+  auto one = launch("mp1", 1, "");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  for (const auto& [out, set] : std::vector<std::pair<std::string, std::string>>{
+           {"mp-tp2", "--set parallel.tp=2"}, {"mp-pp2", "--set parallel.pp=2"}}) {
+    ASSERT_EQ(import_into(out, hf).exit_code, 0);
+    auto r = launch(out, 2, set);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("resumed from"));
+    EXPECT_NEAR(first_loss(out), first_loss("mp1"), 1e-5 * first_loss("mp1")) << out;
+  }
+}
+
+// A mixture-of-experts model trained with expert parallelism exports (router and experts under
+// their names, model_type brigade_gpt2_moe, so transformers refuses it loudly) and imports back
+// bit for bit into a run that continues from it.
+TEST_F(HfRoundTrip, MoeCheckpointExportsAndImportsBack) {
+  const std::string moe =
+      " --set model.n_experts=4 --set model.moe_top_k=2 --set model.moe_every=2 ";
+  auto t = run_command(std::string(BRIGADE_BINARY) + " launch --nproc 2 -- train " + config_ +
+                       " --set run.out_dir=" + dir_ +
+                       "/moe-a --set train.steps=4 "
+                       "--set parallel.ep=2" +
+                       moe);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const std::string hf = dir_ + "/hf-moe";
+  auto e = brigade("export --ckpt " + dir_ + "/moe-a/tiny --out " + hf);
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  const auto config = nlohmann::json::parse(read_file(hf + "/config.json"));
+  EXPECT_EQ(config["model_type"], "brigade_gpt2_moe");
+  EXPECT_EQ(config["num_local_experts"], 4);
+  EXPECT_EQ(config["num_experts_per_tok"], 2);
+  SafetensorsFile exported = SafetensorsFile::open(hf + "/model.safetensors");
+  EXPECT_EQ(exported.info("transformer.h.1.mlp.router.weight").shape,
+            (std::vector<int64_t>{4, 32}));
+  EXPECT_EQ(exported.info("transformer.h.1.mlp.experts.3.c_fc.weight").shape,
+            (std::vector<int64_t>{32, 128}));  // Conv1D (in, out), as the dense MLP
+  EXPECT_FALSE(exported.contains("transformer.h.1.mlp.c_fc.weight"));
+  EXPECT_TRUE(exported.contains("transformer.h.0.mlp.c_fc.weight"));  // a dense block
+
+  // Importing needs the same experts in [model].
+  auto dense = import_into("moe-dense", hf);
+  EXPECT_EQ(dense.exit_code, 2) << dense.output;
+  EXPECT_THAT(dense.output, HasSubstr("model.n_experts = 0 but num_local_experts = 4"));
+  auto i = import_into("moe-b", hf, moe);
+  ASSERT_EQ(i.exit_code, 0) << i.output;
+  const auto trained = testing::read_checkpoint(ckpt("moe-a", 4), testing::CkptPart::kModel);
+  ASSERT_FALSE(trained.empty());
+  EXPECT_TRUE(trained == testing::read_checkpoint(ckpt("moe-b", 0), testing::CkptPart::kModel));
+  auto e2 = brigade("export --ckpt " + ckpt("moe-b", 0) + " --out " + dir_ + "/hf-moe2");
+  ASSERT_EQ(e2.exit_code, 0) << e2.output;
+  expect_same_tensors(hf + "/model.safetensors", dir_ + "/hf-moe2/model.safetensors");
+  auto again = train_in("moe-b", "--set train.steps=2" + moe);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_THAT(again.output, HasSubstr("step_00000000"));
+}
+
 TEST_F(HfRoundTrip, MistakesAreRefusedBeforeAnythingIsWritten) {
   auto format = brigade("export --ckpt " + dir_ + "/a/tiny --format onnx --out " + dir_ + "/x");
   EXPECT_EQ(format.exit_code, 2) << format.output;

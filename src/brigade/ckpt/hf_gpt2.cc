@@ -37,10 +37,40 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-// The four Conv1D weights of a block, which HF stores as (in_features, out_features).
+constexpr std::string_view kMoeModelType = "brigade_gpt2_moe";
+
+// The Conv1D weights of a block (and of each expert, stored like the dense MLP it replaces),
+// which HF's GPT-2 stores as (in_features, out_features). The router is an nn.Linear (E, C),
+// as Mixtral's gate.
 bool is_conv1d_weight(std::string_view name) {
-  return ends_with(name, ".attn.c_attn.weight") || ends_with(name, ".attn.c_proj.weight") ||
-         ends_with(name, ".mlp.c_fc.weight") || ends_with(name, ".mlp.c_proj.weight");
+  return ends_with(name, ".c_attn.weight") || ends_with(name, ".c_proj.weight") ||
+         ends_with(name, ".c_fc.weight");
+}
+
+// "experts.<e>.<rest>" -> e (and rest), or -1.
+int64_t expert_index(std::string_view name, std::string_view* rest) {
+  constexpr std::string_view kExperts = "mlp.experts.";
+  if (!starts_with(name, kExperts)) return -1;
+  size_t i = kExperts.size();
+  int64_t e = 0;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9' && i < kExperts.size() + 9) {
+    e = e * 10 + (name[i] - '0');
+    ++i;
+  }
+  if (i == kExperts.size() || i >= name.size() || name[i] != '.') return -1;
+  if (rest) *rest = name.substr(i + 1);
+  return e;
+}
+
+// A required number of config.json (finite), for the MoE keys.
+double finite_number(const nlohmann::json& j, const char* key, const std::string& path) {
+  if (!j.contains(key)) throw IoError(fmt::format("{}: missing \"{}\"", path, key));
+  const auto& v = j.at(key);
+  if (!v.is_number() || !std::isfinite(v.get<double>())) {
+    throw IoError(
+        fmt::format("{}: \"{}\" = {}: must be a finite number", path, key, json_excerpt(v)));
+  }
+  return v.get<double>();
 }
 
 // The block index of "h.<i>.<rest>" (our name, or an HF name with the prefix stripped), or -1.
@@ -108,11 +138,17 @@ HfName hf_gpt2_name(const ParamSpec& spec) {
       "ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
       "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
       "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
-  std::string_view rest;
+  static const char* const kExpertParams[] = {"c_fc.weight", "c_fc.bias", "c_proj.weight",
+                                              "c_proj.bias"};
+  std::string_view rest, expert_rest;
   bool known = spec.name == "wte.weight" || spec.name == "wpe.weight" ||
                spec.name == "ln_f.weight" || spec.name == "ln_f.bias";
   if (!known && block_index(spec.name, &rest) >= 0) {
     for (const char* p : kBlockParams) known = known || rest == p;
+    known = known || rest == "mlp.router.weight";
+    if (expert_index(rest, &expert_rest) >= 0) {
+      for (const char* p : kExpertParams) known = known || expert_rest == p;
+    }
   }
   if (!known) {
     throw ConfigError(
@@ -143,6 +179,17 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> hf_gpt2_expected_tenso
     out.push_back({h + "attn.c_proj.bias", {C}});
     out.push_back({h + "ln_2.weight", {C}});
     out.push_back({h + "ln_2.bias", {C}});
+    if (c.moe_block(l)) {
+      out.push_back({h + "mlp.router.weight", {c.n_experts, C}});
+      for (int64_t e = 0; e < c.n_experts; ++e) {
+        const std::string x = h + "mlp.experts." + std::to_string(e) + ".";
+        out.push_back({x + "c_fc.weight", {C, 4 * C}});
+        out.push_back({x + "c_fc.bias", {4 * C}});
+        out.push_back({x + "c_proj.weight", {4 * C, C}});
+        out.push_back({x + "c_proj.bias", {C}});
+      }
+      continue;
+    }
     out.push_back({h + "mlp.c_fc.weight", {C, 4 * C}});
     out.push_back({h + "mlp.c_fc.bias", {4 * C}});
     out.push_back({h + "mlp.c_proj.weight", {4 * C, C}});
@@ -179,7 +226,7 @@ std::vector<HfTensor> to_hf_gpt2(const GptConfig& config, const ParamLayout& lay
 }
 
 nlohmann::json hf_gpt2_config_json(const GptConfig& c) {
-  return {
+  nlohmann::json j = {
       {"architectures", {"GPT2LMHeadModel"}},
       {"model_type", "gpt2"},
       {"vocab_size", c.vocab},
@@ -206,13 +253,28 @@ nlohmann::json hf_gpt2_config_json(const GptConfig& c) {
       {"eos_token_id", nullptr},
       {"torch_dtype", "float32"},
   };
+  if (c.moe()) {
+    // transformers has no GPT-2 with experts: a model type of our own makes it refuse the
+    // folder loudly instead of loading a GPT-2 without its MLPs. The keys follow Mixtral's.
+    j["model_type"] = kMoeModelType;
+    j["architectures"] = {"BrigadeGPT2MoEForCausalLM"};
+    j["num_local_experts"] = c.n_experts;
+    j["num_experts_per_tok"] = c.moe_top_k;
+    j["moe_every"] = c.moe_every;
+    j["capacity_factor"] = c.capacity_factor;
+    j["router_aux_loss_coef"] = c.aux_loss_coef;
+  }
+  return j;
 }
 
 GptConfig gpt_config_from_hf(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) throw IoError(fmt::format("{}: not a JSON object", path));
-  if (j.contains("model_type") && j.at("model_type") != "gpt2") {
-    throw ConfigError(fmt::format("{}: model_type = {}: brigade imports only \"gpt2\"", path,
-                                  json_excerpt(j.at("model_type"))));
+  const bool moe = j.contains("model_type") && j.at("model_type") == kMoeModelType;
+  if (j.contains("model_type") && j.at("model_type") != "gpt2" && !moe) {
+    throw ConfigError(
+        fmt::format("{}: model_type = {}: brigade imports \"gpt2\" (and its own "
+                    "\"{}\")",
+                    path, json_excerpt(j.at("model_type")), kMoeModelType));
   }
   GptConfig c;
   c.vocab = positive_int(j, "vocab_size", path);
@@ -250,6 +312,22 @@ GptConfig gpt_config_from_hf(const nlohmann::json& j, const std::string& path) {
   require_bool(j, "scale_attn_weights", true, path);
   require_bool(j, "scale_attn_by_inverse_layer_idx", false, path);
   require_bool(j, "add_cross_attention", false, path);
+  if (moe) {
+    c.n_experts = positive_int(j, "num_local_experts", path);
+    const int64_t k = positive_int(j, "num_experts_per_tok", path);
+    if (k > 2) {
+      throw ConfigError(fmt::format("{}: num_experts_per_tok = {}: must be 1 or 2", path, k));
+    }
+    c.moe_top_k = static_cast<int>(k);
+    c.moe_every = positive_int(j, "moe_every", path);
+    c.capacity_factor = finite_number(j, "capacity_factor", path);
+    c.aux_loss_coef = finite_number(j, "router_aux_loss_coef", path);
+    try {
+      c.validate();
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("{}: {}", path, e.what()));
+    }
+  }
   return c;
 }
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "brigade/base/error.h"
+#include "brigade/base/json_limits.h"
 
 namespace brigade {
 
@@ -125,10 +126,10 @@ Manifest parse_manifest_text(std::string_view text, const std::string& path, boo
   }
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw bad(std::string(has_seal ? "" : "no checksum seal at the end (torn write?), and ") +
-              "not valid JSON: " + e.what());
+    j = parse_json_bounded(text, path, JsonLimits{.max_bytes = kMaxManifestBytes});
+  } catch (const IoError& e) {
+    throw CheckpointError(std::string(e.what()) +
+                          (has_seal ? "" : " (and no checksum seal at the end: a torn write?)"));
   }
   if (has_seal) {
     if (!j.is_object()) throw bad("manifest is not a JSON object");

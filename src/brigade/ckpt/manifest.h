@@ -35,6 +35,8 @@ inline constexpr int kShardedCheckpointFormatVersion = 3;
 inline constexpr int kLegacyShardedFormatVersion = 2;
 inline constexpr char kManifestFileName[] = "manifest.json";
 inline constexpr char kLatestFileName[] = "latest";
+// manifest.json is read whole; one of a 10^9-parameter run with 1,000 ranks is a few MiB.
+inline constexpr int64_t kMaxManifestBytes = int64_t{64} << 20;
 
 // "step_00000100" (at least 8 digits).
 std::string step_dir_name(int64_t step);

@@ -5,6 +5,7 @@
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
+#include "brigade/base/json_limits.h"
 #include "brigade/ckpt/json_exchange.h"
 
 namespace brigade {
@@ -40,7 +41,7 @@ std::vector<ShardPiece> shard_pieces_from_json(const nlohmann::json& j, const st
       p.tensor = pj.at("tensor").get<std::string>();
       p.shape = pj.at("shape").get<std::vector<int64_t>>();
       const auto dtype = parse_st_dtype(pj.at("dtype").get<std::string>());
-      if (!dtype) throw ConfigError(who + ": unknown dtype in " + pj.dump());
+      if (!dtype) throw ConfigError(who + ": unknown dtype in " + json_excerpt(pj));
       p.dtype = *dtype;
       p.region.flat = pj.at("flat").get<bool>();
       p.region.start = pj.at("start").get<std::vector<int64_t>>();
@@ -62,9 +63,9 @@ ShardPlan ShardPlan::build(Communicator& comm, std::vector<ShardPiece> mine, nlo
     const std::string who = "checkpoint pieces of rank " + std::to_string(r);
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(texts[r]);
-    } catch (const nlohmann::json::exception& e) {
-      throw ConfigError(who + ": not valid JSON: " + e.what());
+      j = parse_json_bounded(texts[r], who);
+    } catch (const IoError& e) {
+      throw ConfigError(e.what());
     }
     all.push_back(r == comm.rank() ? mine : shard_pieces_from_json(j, who));
   }

@@ -6,6 +6,7 @@
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
+#include "brigade/base/json_limits.h"
 #include "brigade/ckpt/checkpoint_validation.h"
 #include "brigade/ckpt/json_exchange.h"
 #include "brigade/ckpt/safetensors.h"
@@ -118,7 +119,7 @@ std::optional<ShardedCheckpointReader> ShardedCheckpointReader::open_latest_vali
       plan["error"] = e.what();
     }
   }
-  if (comm) plan = nlohmann::json::parse(broadcast_string(*comm, plan.dump(), 0));
+  if (comm) plan = parse_json_bounded(broadcast_string(*comm, plan.dump(), 0), "rank 0's plan");
   if (!plan["error"].get<std::string>().empty()) throw IoError(plan["error"].get<std::string>());
   for (const auto& what : plan["rejected"]) reject(what.get<std::string>());
   for (const auto& name : plan["candidates"]) {

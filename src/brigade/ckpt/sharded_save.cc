@@ -5,6 +5,7 @@
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
+#include "brigade/base/json_limits.h"
 #include "brigade/ckpt/json_exchange.h"
 
 namespace brigade {
@@ -49,7 +50,7 @@ std::string commit_on_rank0(const ShardPlan& plan, const std::string& root, int6
   for (size_t r = 0; r < texts.size(); ++r) {
     const std::string who = "rank " + std::to_string(r);
     try {
-      const nlohmann::json rep = nlohmann::json::parse(texts[r]);
+      const nlohmann::json rep = parse_json_bounded(texts[r], who + "'s report");
       const std::string error = rep.at("error").get<std::string>();
       if (!error.empty()) {
         failures += (failures.empty() ? "" : "; ") + who + ": " + error;
@@ -65,7 +66,7 @@ std::string commit_on_rank0(const ShardPlan& plan, const std::string& root, int6
       const int64_t bytes = rep.at("bytes").get<int64_t>();
       const uint64_t crc = rep.at("crc32").get<uint64_t>();
       if (bytes < 0 || crc > std::numeric_limits<uint32_t>::max()) {
-        throw std::invalid_argument("bad digest " + rep.dump());
+        throw std::invalid_argument("bad digest " + json_excerpt(rep));
       }
       files.emplace_back(file, FileDigest{bytes, static_cast<uint32_t>(crc)});
     } catch (const std::exception& e) {  // a malformed report (JSON or value errors)
@@ -130,13 +131,13 @@ SaveResult ShardedCheckpointSaver::save_written(int64_t step, std::span<const vo
       const std::string error = commit_on_rank0(plan_, root_, step, options_, texts, state, &dir);
       outcome = {{"error", error}, {"dir", dir}};
     }
-    outcome = nlohmann::json::parse(broadcast_string(comm_, outcome.dump(), 0));
+    outcome = parse_json_bounded(broadcast_string(comm_, outcome.dump(), 0), "rank 0's outcome");
     result.error = outcome.at("error").get<std::string>();
     result.dir = outcome.at("dir").get<std::string>();
     result.ok = result.error.empty();
   } catch (const CommError& e) {
     result.error = e.what();
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const std::exception& e) {  // IoError from the parser, or a JSON type error
     result.error = std::string("malformed outcome from rank 0: ") + e.what();
   }
   if (!result.ok) {

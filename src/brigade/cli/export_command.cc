@@ -18,6 +18,7 @@
 #include "brigade/model/gpt.h"
 #include "brigade/runtime/config.h"
 #include "brigade/train/checkpointing.h"
+#include "brigade/train/model_factory.h"
 
 namespace brigade::cli {
 
@@ -55,11 +56,7 @@ int run_export(const ExportArgs& args) {
         fmt::format("model.kind = \"{}\" in {}: only GPT checkpoints export to Hugging Face GPT-2",
                     config.model.kind, dir));
   }
-  const GptConfig gpt{.vocab = config.model.vocab,
-                      .seq_len = config.model.seq_len,
-                      .d_model = config.model.d_model,
-                      .n_layer = config.model.n_layer,
-                      .n_head = config.model.n_head};
+  const GptConfig gpt = gpt_config(config.model);  // with its experts, if it has them
   Gpt model(gpt, 1);
   load_model_weights(reader, model);
 
@@ -78,9 +75,12 @@ int run_export(const ExportArgs& args) {
   }
   std::printf(
       "exported step %lld of %s to %s: %s (%zu tensors, %lld parameters, F32; "
-      "lm_head.weight omitted: it is tied to transformer.wte.weight), %s%s\n",
+      "lm_head.weight omitted: it is tied to transformer.wte.weight), %s%s%s\n",
       static_cast<long long>(reader.step()), dir.c_str(), args.out.c_str(), kHfWeightsFile,
       model.layout().specs().size(), static_cast<long long>(model.num_params()), kHfConfigFile,
+      gpt.moe() ? " (model_type brigade_gpt2_moe: transformers has no GPT-2 with experts; "
+                  "brigade import reads it)"
+                : "",
       has_merges ? ", tokenizer.bpe (brigade's BPE merges, not an HF tokenizer)"
                  : "; byte-level tokens (ids 0-255 are the raw bytes), no tokenizer file");
   return 0;

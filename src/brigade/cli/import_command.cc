@@ -54,11 +54,17 @@ void check_same_architecture(const Config& config, const std::string& config_pat
     const char* theirs;
     int64_t their_value;
   };
-  const Pair pairs[] = {{"model.vocab", config.model.vocab, "vocab_size", hf.vocab},
-                        {"model.seq_len", config.model.seq_len, "n_positions", hf.seq_len},
-                        {"model.d_model", config.model.d_model, "n_embd", hf.d_model},
-                        {"model.n_layer", config.model.n_layer, "n_layer", hf.n_layer},
-                        {"model.n_head", config.model.n_head, "n_head", hf.n_head}};
+  const Pair pairs[] = {
+      {"model.vocab", config.model.vocab, "vocab_size", hf.vocab},
+      {"model.seq_len", config.model.seq_len, "n_positions", hf.seq_len},
+      {"model.d_model", config.model.d_model, "n_embd", hf.d_model},
+      {"model.n_layer", config.model.n_layer, "n_layer", hf.n_layer},
+      {"model.n_head", config.model.n_head, "n_head", hf.n_head},
+      {"model.n_experts", config.model.n_experts, "num_local_experts", hf.n_experts},
+      {"model.moe_top_k", hf.moe() ? config.model.moe_top_k : hf.moe_top_k, "num_experts_per_tok",
+       hf.moe_top_k},
+      {"model.moe_every", hf.moe() ? config.model.moe_every : hf.moe_every, "moe_every",
+       hf.moe_every}};
   std::string diffs;
   for (const Pair& p : pairs) {
     if (p.our_value != p.their_value) {
