@@ -25,6 +25,8 @@ namespace brigade {
 
 // The value of BRIGADE_STORE_TOKEN, or "" when unset (no authentication; the server warns).
 std::string store_token_from_env();
+// Longest token a hello may carry.
+inline constexpr size_t kMaxStoreTokenBytes = 1024;
 
 struct TcpStoreOptions {
   std::string host = "127.0.0.1";  // where clients connect (MASTER_ADDR)

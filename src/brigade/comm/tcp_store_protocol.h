@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "brigade/comm/store.h"
+#include "brigade/comm/tcp_store.h"
 
 namespace brigade::detail {
 
@@ -38,7 +39,7 @@ inline constexpr int64_t kMaxStoreTotalBytes = int64_t{1} << 30;
 
 // Limits for connections that have not yet passed the hello.
 inline constexpr uint32_t kMaxStoreHelloFrameBytes = 4096;
-inline constexpr size_t kMaxStoreTokenBytes = 1024;  // fits a hello with room to spare
+using brigade::kMaxStoreTokenBytes;  // 1 KiB: fits a hello with room to spare
 inline constexpr std::chrono::seconds kStoreHelloTimeout{5};
 inline constexpr int kMaxStorePendingConnections = 64;
 // Once a frame's length has arrived, its body must keep coming: an authenticated client that
