@@ -156,7 +156,7 @@ TEST_F(Launch, EnvironmentContractOfTheSecondNode) {
   BackgroundBrigade launch(
       launch_args(2, kWriteEnv,
                   {"--nnodes", "2", "--node-rank", "1", "--master", "127.0.0.1:29555"}),
-      dir_, {"BRIGADE_STORE_DIR=/shared/store"});
+      dir_, {"BRIGADE_STORE_DIR=/shared/store", "BRIGADE_STORE_TOKEN=shared-job-token"});
   ASSERT_EQ(launch.wait(kLaunchTimeout), 0) << launch.err();
   for (int local = 0; local < 2; ++local) {
     int rank = 2 + local;  // node_rank * nproc + local
@@ -324,6 +324,7 @@ TEST_F(Launch, WorkersDieWithAKilledLauncher) {
 }
 
 TEST(LaunchCli, InvalidOptionsAreConfigErrorsNamingTheOption) {
+  ::unsetenv("BRIGADE_STORE_TOKEN");  // the multi-node case below depends on it
   struct Case {
     std::string args, expect;
   };
@@ -343,6 +344,7 @@ TEST(LaunchCli, InvalidOptionsAreConfigErrorsNamingTheOption) {
            {"--nproc 2 --max-restarts 1 --min-nproc 3 -- train x", "--min-nproc 3"},
            {"--nproc 2 --min-nproc 1 -- train x", "give --max-restarts as well"},
            {"--nproc 2 --nnodes 2 --master h:1 --max-restarts 1 -- train x", "needs --nnodes 1"},
+           {"--nproc 2 --nnodes 2 --master h:1 -- train x", "needs BRIGADE_STORE_TOKEN"},
            {"--nproc 2 --heartbeat-timeout -1 -- train x", "--heartbeat-timeout -1"},
            {"--nproc 2", "args"},
            {"--nproc two -- train x", "--nproc"},

@@ -53,10 +53,23 @@ struct Fd {
 
 FileStore::FileStore(std::string dir, std::chrono::milliseconds timeout)
     : Store(timeout), dir_(std::move(dir)) {
+  // A folder we create is private (0700, whatever the umask): its permissions are what keeps
+  // other users out of the rendezvous. Parents are created as usual; a folder that exists
+  // already (the launcher's, made 0700 by mkdtemp, or one shared on purpose) is left as it is.
   std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec || !std::filesystem::is_directory(dir_)) {
-    throw IoError("file store: cannot create directory " + dir_ + ": " + ec.message());
+  if (!std::filesystem::is_directory(dir_, ec)) {
+    std::filesystem::path path = std::filesystem::path(dir_).lexically_normal();
+    if (!path.has_filename()) path = path.parent_path();  // "a/b/" -> "a/b"
+    const std::filesystem::path parent = path.parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (::mkdir(path.c_str(), 0700) == 0) {
+      ::chmod(path.c_str(), 0700);  // mkdir's mode is masked by the umask; be exact
+    } else if (errno != EEXIST) {
+      throw IoError("file store: cannot create directory " + dir_ + ": " + errno_text());
+    }
+  }
+  if (!std::filesystem::is_directory(dir_, ec)) {
+    throw IoError("file store: " + dir_ + " is not a directory");
   }
 }
 
@@ -87,7 +100,7 @@ void FileStore::write_atomically(const std::string& path, const std::vector<char
   const std::string tmp = dir_ + "/.tmp." + std::to_string(::getpid()) + "." +
                           std::to_string(salt & 0xffffff) + "." + std::to_string(counter++);
   Fd f;
-  f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (f.fd < 0) throw IoError("file store: cannot create " + tmp + ": " + errno_text());
   size_t done = 0;
   while (done < value.size()) {
@@ -188,7 +201,7 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
   const std::string path = path_for(key);
   const std::string lock_path = path + ".lock";
   Fd lock;
-  lock.fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  lock.fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock.fd < 0) throw IoError("file store: cannot open " + lock_path + ": " + errno_text());
   while (::flock(lock.fd, LOCK_EX) != 0) {
     if (errno != EINTR) throw IoError("file store: cannot lock " + lock_path + ": " + errno_text());
@@ -200,11 +213,15 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
       throw IoError("file store: " + path + " does not hold an integer (add on a non-counter key)");
     }
   }
-  value += delta;
-  std::string text = std::to_string(value);
+  int64_t sum = 0;
+  if (__builtin_add_overflow(value, delta, &sum)) {
+    throw CommError(CommError::Kind::kOther,
+                    describe() + ": " + detail::add_overflow_message(key, value, delta));
+  }
+  std::string text = std::to_string(sum);
   write_atomically(path, std::vector<char>(text.begin(), text.end()));
   ::flock(lock.fd, LOCK_UN);
-  return value;
+  return sum;
 }
 
 }  // namespace brigade

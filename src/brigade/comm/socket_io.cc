@@ -184,34 +184,78 @@ IoStatus write_all(int fd, const void* data, size_t n, Clock::time_point deadlin
   return IoStatus::kOk;
 }
 
-IoStatus read_all(int fd, void* data, size_t n, Clock::time_point deadline,
-                  const std::atomic<bool>* stop) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
+namespace {
+
+// Reads at least one and at most n bytes; *got says how many.
+IoStatus read_some(int fd, char* data, size_t n, size_t* got, Clock::time_point deadline,
+                   const std::atomic<bool>* stop) {
+  for (;;) {
     IoStatus s = wait_ready(fd, POLLIN, deadline, stop);
     if (s != IoStatus::kOk) return s;
-    ssize_t r = ::recv(fd, p, n, MSG_DONTWAIT);
+    ssize_t r = ::recv(fd, data, n, MSG_DONTWAIT);
     if (r == 0) return IoStatus::kClosed;
     if (r < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
       return errno == ECONNRESET ? IoStatus::kClosed : IoStatus::kError;
     }
-    p += r;
-    n -= static_cast<size_t>(r);
+    *got = static_cast<size_t>(r);
+    return IoStatus::kOk;
+  }
+}
+
+}  // namespace
+
+IoStatus read_all(int fd, void* data, size_t n, Clock::time_point deadline,
+                  const std::atomic<bool>* stop) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    size_t got = 0;
+    IoStatus s = read_some(fd, p, n, &got, deadline, stop);
+    if (s != IoStatus::kOk) return s;
+    p += got;
+    n -= got;
+  }
+  return IoStatus::kOk;
+}
+
+IoStatus read_frame_header(int fd, uint32_t* len, uint32_t max_body, Clock::time_point deadline,
+                           const std::atomic<bool>* stop) {
+  unsigned char len_bytes[4];
+  IoStatus s = read_all(fd, len_bytes, 4, deadline, stop);
+  if (s != IoStatus::kOk) return s;
+  *len = uint32_t{len_bytes[0]} | (uint32_t{len_bytes[1]} << 8) | (uint32_t{len_bytes[2]} << 16) |
+         (uint32_t{len_bytes[3]} << 24);
+  return *len > max_body ? IoStatus::kError : IoStatus::kOk;
+}
+
+IoStatus read_frame_body(int fd, uint32_t len, std::string* body, Clock::time_point deadline,
+                         Clock::duration stall, const std::atomic<bool>* stop) {
+  body->clear();
+  size_t got = 0;
+  while (got < len) {
+    // Grow by one chunk only once the bytes read so far fill the buffer: the length prefix
+    // alone is a claim, not a reason to allocate.
+    if (body->size() == got) body->resize(got + std::min<size_t>(kFrameChunkBytes, len - got));
+    // (stall may be Clock::duration::max(): add it only when it ends before the deadline.)
+    const auto now = Clock::now();
+    const auto chunk_deadline = stall < deadline - now ? now + stall : deadline;
+    size_t n = 0;
+    IoStatus s = read_some(fd, body->data() + got, body->size() - got, &n, chunk_deadline, stop);
+    if (s != IoStatus::kOk) {
+      body->clear();
+      return s;
+    }
+    got += n;
   }
   return IoStatus::kOk;
 }
 
 IoStatus read_frame(int fd, std::string* body, uint32_t max_body, Clock::time_point deadline,
                     const std::atomic<bool>* stop) {
-  unsigned char len_bytes[4];
-  IoStatus s = read_all(fd, len_bytes, 4, deadline, stop);
+  uint32_t len = 0;
+  IoStatus s = read_frame_header(fd, &len, max_body, deadline, stop);
   if (s != IoStatus::kOk) return s;
-  uint32_t len = uint32_t{len_bytes[0]} | (uint32_t{len_bytes[1]} << 8) |
-                 (uint32_t{len_bytes[2]} << 16) | (uint32_t{len_bytes[3]} << 24);
-  if (len > max_body) return IoStatus::kError;
-  body->resize(len);
-  return read_all(fd, body->data(), len, deadline, stop);
+  return read_frame_body(fd, len, body, deadline, Clock::duration::max(), stop);
 }
 
 IoStatus write_frame(int fd, const std::string& body, Clock::time_point deadline,

@@ -33,10 +33,23 @@ IoStatus write_all(int fd, const void* data, size_t n, Clock::time_point deadlin
 IoStatus read_all(int fd, void* data, size_t n, Clock::time_point deadline,
                   const std::atomic<bool>* stop = nullptr);
 
-// Reads one frame (u32 little-endian length, then the body). Lengths above max_body are refused
-// with kError before any allocation.
+// Reads one frame (u32 little-endian length, then the body) before `deadline`. Lengths above
+// max_body are refused with kError before any allocation; the body is read as by
+// read_frame_body, so a peer that announces a large frame and sends nothing costs no memory.
 IoStatus read_frame(int fd, std::string* body, uint32_t max_body, Clock::time_point deadline,
                     const std::atomic<bool>* stop = nullptr);
+
+// The two halves of read_frame, for a server that lets a connection idle between frames
+// (header without a deadline) but not in the middle of one.
+// Reads the u32 length; kError (nothing allocated) if it exceeds max_body.
+IoStatus read_frame_header(int fd, uint32_t* len, uint32_t max_body, Clock::time_point deadline,
+                           const std::atomic<bool>* stop = nullptr);
+// Reads a body of `len` bytes into *body in chunks of kFrameChunkBytes: the buffer is grown
+// only when the bytes already read fill it, so it never runs more than one chunk ahead of what
+// the peer really sent. Fails at `deadline`, or when no byte arrived for `stall`.
+inline constexpr size_t kFrameChunkBytes = 64 * 1024;
+IoStatus read_frame_body(int fd, uint32_t len, std::string* body, Clock::time_point deadline,
+                         Clock::duration stall, const std::atomic<bool>* stop = nullptr);
 IoStatus write_frame(int fd, const std::string& body, Clock::time_point deadline,
                      const std::atomic<bool>* stop = nullptr);
 

@@ -1,5 +1,7 @@
 #include "brigade/comm/store.h"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstdlib>
 
@@ -64,6 +66,13 @@ bool parse_int64(const std::string& text, int64_t* out) {
   if (errno != 0 || end != text.c_str() + text.size()) return false;
   *out = v;
   return true;
+}
+
+std::string add_overflow_message(const std::string& key, int64_t value, int64_t delta) {
+  return fmt::format(
+      "add of {} to '{}' refused: its current value {} plus {} overflows int64; the value is "
+      "unchanged",
+      delta, key, value, delta);
 }
 
 }  // namespace detail

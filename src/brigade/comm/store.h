@@ -32,6 +32,7 @@ class Store : public gloo::rendezvous::Store {
   // True if every key exists now; never blocks on missing keys.
   virtual bool check(const std::vector<std::string>& keys) = 0;
   // Atomically adds delta to the integer stored at key (missing = 0); returns the new value.
+  // A sum outside int64 is refused with CommError(kOther) naming the key; the value stays.
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
   // Where the store lives, for messages: "file store /shared/run" or "tcp store 10.0.0.1:29500".
   virtual std::string describe() const = 0;
@@ -82,6 +83,8 @@ inline constexpr int64_t kMaxStoreKeyBytes = 4096;
 std::string format_keys(const std::vector<std::string>& keys);
 // Parses a decimal int64 written by add(); false if the text is not one.
 bool parse_int64(const std::string& text, int64_t* out);
+// Why add(key, delta) on `value` was refused: the sum does not fit in int64.
+std::string add_overflow_message(const std::string& key, int64_t value, int64_t delta);
 }  // namespace detail
 
 }  // namespace brigade

@@ -9,6 +9,7 @@
 
 #include "brigade/base/error.h"
 #include "brigade/comm/socket_io.h"
+#include "brigade/comm/tcp_store_hello.h"
 #include "brigade/comm/tcp_store_protocol.h"
 #include "brigade/comm/tcp_store_server.h"
 
@@ -54,10 +55,27 @@ TcpStore::TcpStore(TcpStoreOptions options)
     throw ConfigError("tcp store: timeout must be positive, got " +
                       std::to_string(options_.timeout.count()) + " ms");
   }
+  if (options_.token.size() > detail::kMaxStoreTokenBytes) {
+    // The token itself is never part of a message.
+    throw ConfigError("tcp store: the store token (BRIGADE_STORE_TOKEN) has " +
+                      std::to_string(options_.token.size()) + " bytes; at most " +
+                      std::to_string(detail::kMaxStoreTokenBytes) + " are allowed");
+  }
   if (options_.is_server) {
     const std::string bind = options_.bind_host.empty() ? options_.host : options_.bind_host;
     server_ = std::make_unique<detail::TcpStoreServer>(bind, options_.port, options_.token);
     port_ = server_->port();
+    if (options_.token.empty()) {
+      // Said once, by the server: a worker started by hand keeps working without a token, but
+      // whoever runs it should know that the rendezvous is open to anyone who reaches the port.
+      std::fprintf(
+          stderr,
+          "%swarning: %s is unauthenticated (BRIGADE_STORE_TOKEN is not set): any "
+          "process that can reach the port may join the rendezvous; brigade launch "
+          "sets a token for its workers\n",
+          options_.rank >= 0 ? ("[rank " + std::to_string(options_.rank) + "] ").c_str() : "",
+          describe().c_str());
+    }
   }
   connect_and_hello();
 }
@@ -75,8 +93,7 @@ std::string TcpStore::describe() const {
   return "tcp store " + options_.host + ":" + std::to_string(port_);
 }
 
-void TcpStore::connect_and_hello() {
-  const auto deadline = Clock::now() + options_.timeout;
+void TcpStore::connect_once(Clock::time_point deadline) {
   std::string last_error = "no attempt";
   auto backoff = std::chrono::milliseconds(10);
   while (fd_ < 0) {
@@ -93,28 +110,53 @@ void TcpStore::connect_and_hello() {
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }
-  std::string reply = round_trip(FrameWriter()
-                                     .u8(detail::kHello)
-                                     .str(detail::kStoreMagic)
-                                     .u32(detail::kStoreProtocolVersion)
-                                     .str(options_.token)
-                                     .body(),
-                                 options_.timeout, "hello");
-  FrameReader in(reply);
-  uint8_t status = 0;
-  std::string message;
-  if (!in.u8(&status) || !in.str(&message, 4096)) {
-    throw CommError(CommError::Kind::kOther,
-                    where() + describe() + " sent a malformed hello reply");
-  }
-  if (status != detail::kOk) {
-    std::string hint = message == "wrong token"
-                           ? " (set BRIGADE_STORE_TOKEN to the token the job was started with)"
-                           : "";
+}
+
+void TcpStore::connect_and_hello() {
+  const auto deadline = Clock::now() + options_.timeout;
+  auto backoff = std::chrono::milliseconds(50);
+  for (;;) {
+    connect_once(deadline);
+    // The hello's own I/O is bounded by the server's hello deadline (plus a margin), so a
+    // server that accepts and never answers cannot hold us for the whole timeout at once.
+    const auto hello_deadline =
+        std::min(deadline, Clock::now() + detail::kStoreHelloTimeout + std::chrono::seconds(1));
+    IoStatus s = detail::write_frame(fd_, detail::hello_body(options_.token), hello_deadline);
+    std::string reply;
+    if (s == IoStatus::kOk) {
+      s = detail::read_frame(fd_, &reply, detail::kMaxStoreHelloFrameBytes, hello_deadline);
+    }
+    FrameReader in(reply);
+    uint8_t status = 0;
+    std::string message;
+    const bool answered =
+        s == IoStatus::kOk && in.u8(&status) && in.str(&message, detail::kMaxStoreHelloFrameBytes);
+    if (answered && status == detail::kOk) return;
     ::close(fd_);
     fd_ = -1;
-    throw CommError(CommError::Kind::kOther,
-                    where() + describe() + " refused this client: " + message + hint);
+    // A busy server (too many connections waiting for their hello, perhaps strangers) or one
+    // that closed before answering frees up within its hello deadline: retry until ours.
+    const bool retry = !answered || status == detail::kBusy;
+    if (!retry) {
+      const bool token_problem = message.find("token") != std::string::npos;
+      throw CommError(CommError::Kind::kOther,
+                      where() + describe() + " refused this client: " + message +
+                          (token_problem ? " (set BRIGADE_STORE_TOKEN to the token the job was "
+                                           "started with; brigade launch passes it to its "
+                                           "workers)"
+                                         : ""));
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      const std::string why =
+          answered ? message : std::string("hello failed: ") + detail::io_status_text(s);
+      throw CommError(s == IoStatus::kTimeout || answered ? CommError::Kind::kTimeout
+                                                          : CommError::Kind::kPeerLost,
+                      where() + describe() + ": could not join within " +
+                          format_duration(options_.timeout) + " (last answer: " + why + ")");
+    }
+    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
   }
 }
 
@@ -216,9 +258,14 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
   FrameReader in(reply);
   uint8_t status = 0;
   int64_t value = 0;
-  if (!in.u8(&status) || status != detail::kOk || !in.i64(&value)) {
+  if (in.u8(&status) && status == detail::kOverflow && in.i64(&value)) {
     throw CommError(CommError::Kind::kOther,
-                    where() + describe() + ": add on '" + key + "' failed (not a counter key?)");
+                    where() + describe() + ": " + detail::add_overflow_message(key, value, delta));
+  }
+  if (status != detail::kOk || !in.i64(&value)) {
+    throw CommError(CommError::Kind::kOther,
+                    where() + describe() + ": add on '" + key + "' failed (" +
+                        (status == detail::kFull ? "store full" : "not a counter key?") + ")");
   }
   return value;
 }

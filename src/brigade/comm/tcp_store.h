@@ -8,9 +8,13 @@
 // Protocol (tcp_store_protocol.h): frames of a u32 little-endian length and a body; the server
 // refuses frames over 64 MiB + 16 KiB, keys over 4 KiB and malformed bodies by closing the
 // connection. The first frame must be a hello carrying the shared token; if the server has a
-// token (from BRIGADE_STORE_TOKEN by default) a client with another token is refused. The token
-// keeps stray or unauthenticated clients out; it is sent in clear, so on untrusted networks run
-// the store over a private network or tunnel.
+// token (from BRIGADE_STORE_TOKEN by default; `brigade launch` makes one per job) a client with
+// another token or none is refused. Until its hello passed, a connection may send one frame of
+// at most 4 KiB within 5 s, and at most 64 such connections are served at once; a client that
+// finds the server busy retries until its timeout. A server without a token warns once on
+// stderr. The token keeps stray or unauthenticated clients out; it is sent in clear, so on
+// untrusted networks run the store over a private network or tunnel. It never appears in a
+// message.
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,15 +23,17 @@
 
 namespace brigade {
 
-// The value of BRIGADE_STORE_TOKEN, or "" when unset (no authentication).
+// The value of BRIGADE_STORE_TOKEN, or "" when unset (no authentication; the server warns).
 std::string store_token_from_env();
+// Longest token a hello may carry.
+inline constexpr size_t kMaxStoreTokenBytes = 1024;
 
 struct TcpStoreOptions {
   std::string host = "127.0.0.1";  // where clients connect (MASTER_ADDR)
   int port = 29500;                // MASTER_PORT; 0 on the server picks a free port (port())
   bool is_server = false;          // true on rank 0: host the store in this process
   std::string bind_host;           // server only: address to bind; empty = host
-  std::string token = store_token_from_env();
+  std::string token = store_token_from_env();  // at most 1 KiB (ConfigError otherwise)
   std::chrono::milliseconds timeout = std::chrono::seconds(30);  // connect and wait limit
   int rank = -1;  // only for messages ("rank 3: could not reach store ...")
 };
@@ -39,8 +45,8 @@ class TcpStoreServer;
 class TcpStore : public Store {
  public:
   // Connects (and on the server first listens). Throws CommError(kTimeout) if the store cannot
-  // be reached within the timeout, CommError(kOther) if it refuses our token or the server
-  // cannot listen.
+  // be reached (or stays busy) within the timeout, CommError(kOther) if it refuses our token or
+  // the server cannot listen, ConfigError for a bad port, timeout or token length.
   explicit TcpStore(TcpStoreOptions options);
   ~TcpStore() override;
 
@@ -57,6 +63,9 @@ class TcpStore : public Store {
   int port() const { return port_; }
 
  private:
+  // Connects fd_, retrying until `deadline`; CommError(kTimeout) naming the address after it.
+  void connect_once(std::chrono::steady_clock::time_point deadline);
+  // Connects and passes the hello, retrying while the server is busy, until the timeout.
   void connect_and_hello();
   // Sends one request and returns the reply body; throws CommError if the connection fails.
   std::string round_trip(const std::string& request, std::chrono::milliseconds io_limit,

@@ -10,35 +10,47 @@
 #include "brigade/base/error.h"
 #include "brigade/base/thread_name.h"
 #include "brigade/comm/socket_io.h"
+#include "brigade/comm/tcp_store_hello.h"
 #include "brigade/comm/tcp_store_protocol.h"
 
 namespace brigade::detail {
 
 namespace {
 
-constexpr auto kHelloDeadline = std::chrono::seconds(10);
+// A reply is a small frame to a client that just asked for it; it gets this long.
 constexpr auto kReplyDeadline = std::chrono::seconds(5);
 // Upper bound on a wait request, so a client cannot park a thread forever.
 constexpr uint32_t kMaxWaitMs = 24u * 3600u * 1000u;
+// A connection's buffers are kept between requests up to this size; larger ones (a big value
+// went through) are released, so an idle connection holds little.
+constexpr size_t kKeepBufferBytes = 1 << 20;
 
-// Compares without an early exit so the time taken does not reveal how much of a guess matched.
-bool same_token(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  const size_t n = std::max(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char ca = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    unsigned char cb = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned char>(ca ^ cb);
+// Refuses a connection without starting a thread for it: says why (so that a real client knows
+// to retry), then closes. Anything the client already sent is drained first, so that closing
+// sends FIN rather than RST (an RST could discard the reply before the client reads it). Called
+// on the accept thread: nothing here may block.
+void refuse_busy(int fd, const std::string& why) {
+  char sink[kMaxStoreHelloFrameBytes];
+  for (int i = 0; i < 4 && ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; ++i) {
   }
-  return diff == 0;
+  // A fresh socket's send buffer takes a few dozen bytes at once; if not, the client sees the
+  // close and retries all the same.
+  const std::string body = FrameWriter().u8(kBusy).str(why).body();
+  const std::string frame = FrameWriter().bytes(body.data(), body.size()).body();
+  (void)::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::shutdown(fd, SHUT_RDWR);
+  ::close(fd);
 }
 
 bool read_keys(FrameReader& in, std::vector<std::string>* keys) {
   uint32_t n = 0;
   if (!in.u32(&n) || n > kMaxStoreKeysPerRequest) return false;
-  keys->resize(n);
-  for (auto& k : *keys) {
+  // Keys are added as they parse, not reserved from n: a count is a claim like any length.
+  keys->clear();
+  for (uint32_t i = 0; i < n; ++i) {
+    std::string k;
     if (!in.str(&k, kMaxStoreKeyBytes) || k.empty()) return false;
+    keys->push_back(std::move(k));
   }
   return true;
 }
@@ -95,51 +107,54 @@ void TcpStoreServer::accept_loop() {
       }
     }
     if (fd < 0) continue;
-    if (static_cast<int>(conns_.size()) >= kMaxStoreConnections) {
-      ::close(fd);
+    // Strangers are bounded apart from the ranks: a flood of them is refused here, at once,
+    // and cannot take the slots of connections that authenticated.
+    if (pending_ >= kMaxStorePendingConnections) {
+      refuse_busy(fd, "too many connections are waiting to authenticate; retry");
       continue;
     }
+    ++pending_;
     Connection& c = conns_.emplace_back();
     c.fd = fd;
+    c.accepted = Clock::now();
     c.thread = std::thread([this, &c] { serve(&c); });
   }
 }
 
-bool TcpStoreServer::authenticate(int fd) {
+bool TcpStoreServer::authenticate(Connection* conn) {
   std::string body;
-  if (read_frame(fd, &body, 64 * 1024, Clock::now() + kHelloDeadline, &stop_) != IoStatus::kOk) {
+  // One small frame within the deadline, counted from the accept: a stranger announcing more
+  // is cut off before anything is allocated, one trickling bytes at the deadline.
+  IoStatus s = read_frame(conn->fd, &body, kMaxStoreHelloFrameBytes,
+                          conn->accepted + kStoreHelloTimeout, &stop_);
+  if (s != IoStatus::kOk) {
+    --pending_;
     return false;
   }
-  FrameReader in(body);
-  uint8_t op = 0;
-  uint32_t version = 0;
-  std::string magic, token;
-  bool well_formed = in.u8(&op) && op == kHello && in.str(&magic, 64) && magic == kStoreMagic &&
-                     in.u32(&version) && in.str(&token, 4096) && in.at_end();
-  FrameWriter reply;
-  bool ok = false;
-  if (!well_formed) {
-    reply.u8(kBadRequest).str("expected a brigade store hello");
-  } else if (version != kStoreProtocolVersion) {
-    reply.u8(kRefused).str("protocol version " + std::to_string(version) + " is not " +
-                           std::to_string(kStoreProtocolVersion));
-  } else if (!token_.empty() && !same_token(token, token_)) {
-    reply.u8(kRefused).str("wrong token");
-  } else {
-    reply.u8(kOk).str("");
-    ok = true;
+  HelloVerdict verdict = check_hello(body, token_);
+  if (verdict.accepted && authenticated_.fetch_add(1) >= kMaxStoreConnections) {
+    --authenticated_;
+    verdict = {false, kBusy, "too many connections; retry"};
   }
-  write_frame(fd, reply.body(), Clock::now() + kReplyDeadline, &stop_);
-  return ok;
+  --pending_;
+  write_frame(conn->fd, FrameWriter().u8(verdict.status).str(verdict.message).body(),
+              Clock::now() + kReplyDeadline, &stop_);
+  return verdict.accepted;
 }
 
 void TcpStoreServer::serve(Connection* conn) {
-  if (authenticate(conn->fd)) {
+  if (authenticate(conn)) {
     std::string request, reply;
     for (;;) {
-      // Clients may stay idle for the whole job, so there is no read deadline, only stop_.
+      // Clients may stay idle for the whole job, so there is no deadline for the next frame,
+      // only stop_; once its length has come, the body must keep coming.
+      uint32_t len = 0;
       IoStatus s =
-          read_frame(conn->fd, &request, kMaxStoreFrameBytes, Clock::time_point::max(), &stop_);
+          read_frame_header(conn->fd, &len, kMaxStoreFrameBytes, Clock::time_point::max(), &stop_);
+      if (s == IoStatus::kOk) {
+        s = read_frame_body(conn->fd, len, &request, Clock::time_point::max(),
+                            kStoreFrameStallTimeout, &stop_);
+      }
       if (s != IoStatus::kOk) break;
       Reply r = handle(request, &reply);
       if (r == Reply::kDrop) break;
@@ -148,10 +163,29 @@ void TcpStoreServer::serve(Connection* conn) {
           r == Reply::kSendAndClose) {
         break;
       }
+      if (request.capacity() > kKeepBufferBytes) std::string().swap(request);
+      if (reply.capacity() > kKeepBufferBytes) std::string().swap(reply);
     }
+    --authenticated_;
   }
   ::shutdown(conn->fd, SHUT_RDWR);
   conn->done = true;
+}
+
+bool TcpStoreServer::put_locked(const std::string& key, std::string value) {
+  auto it = data_.find(key);
+  const int64_t old_bytes =
+      it == data_.end() ? 0 : static_cast<int64_t>(key.size() + it->second.size());
+  const int64_t new_bytes = static_cast<int64_t>(key.size() + value.size());
+  if (data_bytes_ - old_bytes + new_bytes > kMaxStoreTotalBytes) return false;
+  data_bytes_ += new_bytes - old_bytes;
+  if (it == data_.end()) {
+    data_.emplace(key, std::move(value));
+  } else {
+    it->second = std::move(value);
+  }
+  data_cv_.notify_all();
+  return true;
 }
 
 TcpStoreServer::Reply TcpStoreServer::handle(const std::string& request, std::string* reply) {
@@ -171,16 +205,7 @@ TcpStoreServer::Reply TcpStoreServer::handle(const std::string& request, std::st
         return bad();
       }
       std::lock_guard<std::mutex> lock(data_mu_);
-      auto it = data_.find(key);
-      int64_t old_size = it == data_.end() ? 0 : static_cast<int64_t>(it->second.size());
-      if (data_bytes_ - old_size + static_cast<int64_t>(value.size()) > kMaxStoreTotalBytes) {
-        out.u8(kFull);
-        break;
-      }
-      data_bytes_ += static_cast<int64_t>(value.size()) - old_size;
-      data_[key] = std::move(value);
-      data_cv_.notify_all();
-      out.u8(kOk);
+      out.u8(put_locked(key, std::move(value)) ? kOk : kFull);
       break;
     }
     case kGet: {
@@ -241,13 +266,18 @@ TcpStoreServer::Reply TcpStoreServer::handle(const std::string& request, std::st
         out.u8(kBadRequest);
         break;
       }
-      value += delta;
-      std::string text = std::to_string(value);
-      data_bytes_ += static_cast<int64_t>(text.size()) -
-                     (it == data_.end() ? 0 : static_cast<int64_t>(it->second.size()));
-      data_[key] = text;
-      data_cv_.notify_all();
-      out.u8(kOk).i64(value);
+      // A counter that would leave int64 is refused and stays as it was (signed overflow would
+      // be undefined behaviour); the reply carries the current value for the client's message.
+      int64_t sum = 0;
+      if (__builtin_add_overflow(value, delta, &sum)) {
+        out.u8(kOverflow).i64(value);
+        break;
+      }
+      if (!put_locked(key, std::to_string(sum))) {
+        out.u8(kFull);
+        break;
+      }
+      out.u8(kOk).i64(sum);
       break;
     }
     default:

@@ -3,6 +3,11 @@
 // sharing a key-value map guarded by a mutex; wait requests block on a condition variable.
 // Connection threads are few (one per rank) and mostly idle, so a thread each is simpler than
 // an event loop and costs little.
+//
+// A connection is a stranger until its hello carries the right token (tcp_store_hello.h), and
+// strangers get little (tcp_store_protocol.h): one frame of at most 4 KiB, a few seconds to
+// send it, and no more than 64 of them at a time, counted apart from the authenticated ones so
+// that strangers cannot use up the ranks' slots. Extra connections are refused at once.
 #include <atomic>
 #include <condition_variable>
 #include <list>
@@ -10,6 +15,8 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+
+#include "brigade/comm/socket_io.h"
 
 namespace brigade::detail {
 
@@ -26,6 +33,7 @@ class TcpStoreServer {
  private:
   struct Connection {
     int fd = -1;
+    Clock::time_point accepted;  // the hello deadline counts from here
     std::thread thread;
     std::atomic<bool> done{false};
   };
@@ -34,9 +42,13 @@ class TcpStoreServer {
 
   void accept_loop();
   void serve(Connection* conn);
+  // Reads and answers the hello; true when the connection may send requests.
+  bool authenticate(Connection* conn);
   // Handles one authenticated request and says what to do with the connection.
   Reply handle(const std::string& request, std::string* reply);
-  bool authenticate(int fd);
+  // Stores value under key if the store's total stays within kMaxStoreTotalBytes; false if not.
+  // Needs data_mu_.
+  bool put_locked(const std::string& key, std::string value);
 
   std::string token_;
   int listen_fd_ = -1;
@@ -46,11 +58,13 @@ class TcpStoreServer {
 
   std::mutex conns_mu_;
   std::list<Connection> conns_;
+  std::atomic<int> pending_{0};        // accepted, hello not yet answered
+  std::atomic<int> authenticated_{0};  // passed the hello, still open
 
   std::mutex data_mu_;
   std::condition_variable data_cv_;
   std::unordered_map<std::string, std::string> data_;
-  int64_t data_bytes_ = 0;
+  int64_t data_bytes_ = 0;  // keys and values
 };
 
 }  // namespace brigade::detail

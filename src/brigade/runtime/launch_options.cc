@@ -1,7 +1,13 @@
-// Checking `brigade launch` options, and making run ids.
+// Checking `brigade launch` options, and making run ids and store tokens.
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <random>
 
@@ -64,6 +70,17 @@ void LaunchOptions::validate() const {
     std::snprintf(text, sizeof(text), "%g", heartbeat_timeout_s);
     fail("--heartbeat-timeout", text, "must be 0 (off) or in [0.1, 86400] seconds");
   }
+  // The token is checked for its size and presence only: it is a secret, never shown.
+  if (store_token.size() > kMaxStoreTokenBytes) {
+    fail("BRIGADE_STORE_TOKEN", "(" + std::to_string(store_token.size()) + " bytes)",
+         "may have at most " + std::to_string(kMaxStoreTokenBytes) + " bytes");
+  }
+  if (nnodes > 1 && store_token.empty()) {
+    fail("--nnodes", std::to_string(nnodes),
+         "needs BRIGADE_STORE_TOKEN in the environment, the same on every node (e.g. export "
+         "BRIGADE_STORE_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')): each node's "
+         "launcher would otherwise make its own token and the nodes could not rendezvous");
+  }
   if (args.empty() || args[0].empty()) {
     fail("worker command", "(none)",
          "give it after --, e.g. brigade launch --nproc 2 -- train cfg.toml");
@@ -80,6 +97,47 @@ std::string make_run_id() {
   char id[48];
   std::snprintf(id, sizeof(id), "%s-%08x", stamp, static_cast<unsigned>(random()));
   return id;
+}
+
+std::string make_store_token() {
+  unsigned char bits[16];
+  size_t got = 0;
+  while (got < sizeof(bits)) {
+    ssize_t n = ::getrandom(bits + got, sizeof(bits) - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;  // ENOSYS (an old kernel, a seccomp filter): try the device
+    }
+  }
+  if (got < sizeof(bits)) {
+    int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    got = 0;
+    while (fd >= 0 && got < sizeof(bits)) {
+      ssize_t n = ::read(fd, bits + got, sizeof(bits) - got);
+      if (n > 0) {
+        got += static_cast<size_t>(n);
+      } else if (!(n < 0 && errno == EINTR)) {
+        break;
+      }
+    }
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    if (got < sizeof(bits)) {
+      throw IoError(std::string("making a store token: neither getrandom() nor /dev/urandom "
+                                "gave random bytes: ") +
+                    std::strerror(err));
+    }
+  }
+  static const char* kHex = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bits) {
+    token += kHex[b >> 4];
+    token += kHex[b & 15];
+  }
+  return token;
 }
 
 }  // namespace brigade

@@ -1,8 +1,9 @@
 // `brigade launch` as an elastic agent: start a group of workers (launcher_group.h), and when a
 // worker fails, start the group again (launcher_policy.h decides whether and with how many),
 // each time with a fresh rendezvous: a new BRIGADE_RUN_ID ("<id>.r<k>" for restart k), a new
-// store folder and a new free port (unless --master fixed one), so that nothing a failed group
-// left in its store can be read by the next one. The workers find their checkpoint themselves.
+// store folder, a new free port (unless --master fixed one) and a new store token (unless the
+// user gave BRIGADE_STORE_TOKEN), so that nothing a failed group left in its store can be read
+// by the next one, nor a straggler of it join. The workers find their checkpoint themselves.
 #include "brigade/runtime/launcher.h"
 
 #include <cstdio>
@@ -50,6 +51,8 @@ int launch(const LaunchOptions& options) {
     LaunchContract& contract = group.contract;
     contract.master_port = options.master_port != 0 ? options.master_port : pick_free_port();
     contract.run_id = restarts == 0 ? base_run_id : base_run_id + ".r" + std::to_string(restarts);
+    // Secure by default: without a token any local process could join rank 0's TCP store.
+    contract.store_token = options.store_token.empty() ? make_store_token() : options.store_token;
     const int nproc = group.options.nproc;
     const int first = options.node_rank * nproc;
     std::string attempt = restarts == 0 ? ""

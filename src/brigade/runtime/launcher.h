@@ -6,6 +6,9 @@
 //   BRIGADE_RUN_ID: the same for all workers of a launch, different for every launch
 //   BRIGADE_STORE_DIR (single node only): a fresh empty folder for the rendezvous file store,
 //     removed when the launch ends; with nnodes > 1 the launcher's own value is passed on
+//   BRIGADE_STORE_TOKEN: the secret a TCP store client must show rank 0's store: the
+//     launcher's own BRIGADE_STORE_TOKEN (which every node of a multi-node job must share),
+//     else 128 random bits in hex, fresh for every group; never printed
 // so the worker finds its place with detect_dist_env() (runtime/dist_env.h) whether it was
 // started by this launcher, torchrun, srun or mpirun.
 //
@@ -23,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "brigade/comm/tcp_store.h"
+
 namespace brigade {
 
 struct LaunchOptions {
@@ -39,6 +44,9 @@ struct LaunchOptions {
   int min_nproc = 0;                // fewest workers a restart may use (--min-nproc); 0: nproc
   double heartbeat_timeout_s = 30;  // a worker silent this long is hung (--heartbeat-timeout);
                                     // 0: heartbeats off
+  // The job's rendezvous token, BRIGADE_STORE_TOKEN of the launcher's environment; empty: a
+  // fresh random one for every group (single node only). A secret: never printed.
+  std::string store_token = store_token_from_env();
 
   int min_nproc_or_nproc() const { return min_nproc > 0 ? min_nproc : nproc; }
 
@@ -56,5 +64,9 @@ int launch(const LaunchOptions& options);
 
 // A fresh run id: UTC time and 32 random bits, "20250101-120000-1a2b3c4d".
 std::string make_run_id();
+
+// A fresh store token: 128 bits from getrandom(2) (else /dev/urandom) as 32 hex digits. Throws
+// IoError if the kernel has no randomness to give.
+std::string make_store_token();
 
 }  // namespace brigade

@@ -23,8 +23,13 @@ std::shared_ptr<Store> open_store(const CommConfig& comm, const DistEnv& env,
                       "launch sets it; or use comm.store = \"tcp\")",
                       kStoreDirEnv));
     }
+    // No token: a file store is guarded by its folder's permissions (the launcher's is 0700,
+    // and FileStore creates a missing one 0700), which only this user's processes pass, and
+    // those could read the token from our environment anyway.
     return std::make_shared<FileStore>(dir, timeout);
   }
+  // The token comes from BRIGADE_STORE_TOKEN (TcpStoreOptions' default), which brigade launch
+  // sets; rank 0's server warns if there is none.
   TcpStoreOptions options;
   options.host = env.master_addr;
   options.port = env.master_port;

@@ -27,6 +27,7 @@ constexpr const char* kContractVars[] = {"RANK",
                                          "MASTER_ADDR",
                                          "MASTER_PORT",
                                          "BRIGADE_RUN_ID",
+                                         "BRIGADE_STORE_TOKEN",
                                          "BRIGADE_HEARTBEAT_FD",
                                          "BRIGADE_HEARTBEAT_INTERVAL_MS"};
 
@@ -106,6 +107,9 @@ std::vector<std::string> worker_env(const std::vector<std::string>& base, const 
   if (!contract.store_dir.empty()) {
     env.push_back(kStoreDirVar + std::string("=") + contract.store_dir);
   }
+  // Only through the environment: /proc/<pid>/environ is readable by this user alone, while
+  // argv (ps) is readable by everyone.
+  if (!contract.store_token.empty()) env.push_back("BRIGADE_STORE_TOKEN=" + contract.store_token);
   return env;
 }
 
@@ -113,6 +117,8 @@ std::string make_store_dir(const std::string& run_id) {
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern =
       std::string(tmp && *tmp ? tmp : "/tmp") + "/brigade-store-" + run_id + "-XXXXXX";
+  // mkdtemp creates the folder 0700 under a name nobody could guess or take first: on one node
+  // these permissions are the store's authentication (a file store needs no token).
   if (::mkdtemp(pattern.data()) == nullptr) {
     throw IoError("creating the workers' store folder " + pattern + ": " + std::strerror(errno));
   }

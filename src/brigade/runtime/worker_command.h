@@ -15,15 +15,16 @@ namespace brigade {
 WorkerSpec worker_command(const LaunchOptions& options);
 
 // The environment of this process without the contract variables (RANK, WORLD_SIZE,
-// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, BRIGADE_RUN_ID, and the heartbeat
-// variables of runtime/heartbeat.h).
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, BRIGADE_RUN_ID, BRIGADE_STORE_TOKEN,
+// and the heartbeat variables of runtime/heartbeat.h).
 std::vector<std::string> inherited_env();
 
 // What all workers of one launch share.
 struct LaunchContract {
   int master_port = 0;
-  std::string run_id;     // BRIGADE_RUN_ID
-  std::string store_dir;  // BRIGADE_STORE_DIR; empty: not set by the launcher
+  std::string run_id;       // BRIGADE_RUN_ID
+  std::string store_dir;    // BRIGADE_STORE_DIR; empty: not set by the launcher
+  std::string store_token;  // BRIGADE_STORE_TOKEN; a secret: goes into the environment only
 };
 
 // `base` plus the contract variables of local worker `local_rank`. A store_dir replaces any
