@@ -14,6 +14,13 @@
 //   h.i.mlp.c_fc.weight (4C,C)    transformer.h.i.mlp.c_fc.weight         (C,4C): transposed
 //   h.i.mlp.c_proj.weight (C,4C)  transformer.h.i.mlp.c_proj.weight       (4C,C): transposed
 //   biases                        same names under transformer.           same
+//   h.i.mlp.router.weight (E,C)   transformer.h.i.mlp.router.weight       same (nn.Linear)
+//   h.i.mlp.experts.e.c_fc/c_proj transformer.h.i.mlp.experts.e.*         as the dense MLP
+//
+// A mixture-of-experts model has no GPT2LMHeadModel counterpart: its config.json says
+// model_type "brigade_gpt2_moe" (so transformers refuses it instead of loading a GPT-2 without
+// MLPs) with Mixtral's keys num_local_experts, num_experts_per_tok, router_aux_loss_coef, and
+// moe_every, capacity_factor; brigade import reads it back.
 //
 // Our weights are (out_features, in_features) like torch.nn.Linear; HF's GPT-2 uses Conv1D,
 // which stores (in_features, out_features). lm_head.weight is not written: it is tied to
