@@ -10,6 +10,7 @@
 
 #include "brigade/comm/comm_factory.h"
 #include "brigade/comm/file_store.h"
+#include "brigade/comm/tcp_store.h"
 #include "brigade/comm/wire_traffic.h"
 
 namespace brigade::testutil {
@@ -87,5 +88,23 @@ class TrafficLedger {
   std::vector<std::string> names_;
   std::vector<int64_t> mine_, expected_;
 };
+
+// A TCP store server on an ephemeral loopback port, and a client of it, with a 2 s timeout.
+inline TcpStoreOptions server_options(const std::string& token = "") {
+  TcpStoreOptions o;
+  o.port = 0;
+  o.is_server = true;
+  o.token = token;
+  o.timeout = std::chrono::seconds(2);
+  return o;
+}
+
+inline TcpStoreOptions client_options(int port, const std::string& token = "") {
+  TcpStoreOptions o;
+  o.port = port;
+  o.token = token;
+  o.timeout = std::chrono::seconds(2);
+  return o;
+}
 
 }  // namespace brigade::testutil

@@ -29,6 +29,8 @@ namespace brigade {
 namespace {
 
 using namespace std::chrono_literals;
+using testutil::client_options;
+using testutil::server_options;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testutil::Clock;
@@ -123,23 +125,6 @@ class RawConnection {
  private:
   int fd_ = -1;
 };
-
-TcpStoreOptions server_options(const std::string& token) {
-  TcpStoreOptions o;
-  o.port = 0;
-  o.is_server = true;
-  o.token = token;
-  o.timeout = 2s;
-  return o;
-}
-
-TcpStoreOptions client_options(int port, const std::string& token) {
-  TcpStoreOptions o;
-  o.port = port;
-  o.token = token;
-  o.timeout = 2s;
-  return o;
-}
 
 // (a) The measured defect: six connections that announced 64 MiB each grew rank 0 by 384 MiB,
 // because the server sized its buffer from the length prefix. Before a hello such a frame is

@@ -17,6 +17,8 @@ namespace brigade {
 namespace {
 
 using namespace std::chrono_literals;
+using testutil::client_options;
+using testutil::server_options;
 using testutil::Clock;
 using testutil::ms_since;
 
@@ -110,23 +112,6 @@ TEST(FileStoreTest, GetTimesOutWithTheStoreTimeout) {
   const auto start = Clock::now();
   EXPECT_THROW(store.get("absent"), CommError);
   EXPECT_LT(ms_since(start), 1200);
-}
-
-TcpStoreOptions server_options(const std::string& token = "") {
-  TcpStoreOptions o;
-  o.port = 0;
-  o.is_server = true;
-  o.token = token;
-  o.timeout = 2s;
-  return o;
-}
-
-TcpStoreOptions client_options(int port, const std::string& token = "") {
-  TcpStoreOptions o;
-  o.port = port;
-  o.token = token;
-  o.timeout = 2s;
-  return o;
 }
 
 TEST(TcpStoreTest, SetGetCheckAddPrefix) {
