@@ -10,6 +10,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 
 #include "brigade/base/file_io.h"
@@ -62,6 +64,16 @@ class CheckpointIntegrity : public ::testing::Test {
     EXPECT_NE(log.find("resumed from " + ckpt(out, resumed_step) + " at step"), std::string::npos)
         << log;
     if (!rejected.empty()) EXPECT_NE(log.find(rejected), std::string::npos) << log;
+    // metrics.jsonl: the steps trained twice are marked, so each step counts once.
+    std::map<int64_t, int> live;
+    std::istringstream metrics(read_file(root(out) + "/metrics.jsonl"));
+    std::string line;
+    while (std::getline(metrics, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.at("type") == "train" && !j.value("superseded", false)) ++live[j.at("step")];
+    }
+    EXPECT_EQ(live.size(), 8u);
+    for (const auto& [step, n] : live) EXPECT_EQ(n, 1) << "step " << step;
     for (auto part : {CkptPart::kModel, CkptPart::kState}) {
       const auto want = read_checkpoint(ckpt("reference", "8"), part);
       ASSERT_FALSE(want.empty());

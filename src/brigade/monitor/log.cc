@@ -1,6 +1,7 @@
 #include "brigade/monitor/log.h"
 
 #include "brigade/base/error.h"
+#include "brigade/monitor/utc_time.h"
 
 namespace brigade {
 
@@ -23,9 +24,10 @@ void Log::line(const std::string& text) {
   file_only(text);
 }
 
+// The file's lines carry the time (the terminal's do not: a person watching knows it).
 void Log::file_only(const std::string& text) {
   if (!file_) return;
-  std::fprintf(file_, "[rank %d] %s\n", rank_, text.c_str());
+  std::fprintf(file_, "%s [rank %d] %s\n", utc_now_iso8601().c_str(), rank_, text.c_str());
   std::fflush(file_);
 }
 

@@ -1,5 +1,6 @@
 #pragma once
-// One line per event, prefixed with the rank, written to stderr and to the run's log file.
+// One line per event, prefixed with the rank, written to stderr and to the run's log file, whose
+// lines also start with the UTC time ("2026-12-01T21:50:03.127Z [rank 0] ...").
 #include <fmt/format.h>
 
 #include <cstdio>

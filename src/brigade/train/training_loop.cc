@@ -12,6 +12,7 @@
 #include "brigade/base/error.h"
 #include "brigade/monitor/metrics.h"
 #include "brigade/monitor/progress.h"
+#include "brigade/monitor/summary_table.h"
 #include "brigade/monitor/timer.h"
 #include "brigade/sync/grad_clip.h"
 #include "brigade/sync/lr_schedule.h"
@@ -62,7 +63,9 @@ class TrainingLoop {
   void report_save(const SaveResult& result, bool last = false);
   void finish_checkpoints(bool last = false);  // waits for the save in flight
   void finish_final_checkpoint(int64_t step);
-  void record(const nlohmann::json& rec);
+  // Appends to metrics.jsonl (rank 0); type: "train", "eval", "event", "summary".
+  void record(std::string_view type, const nlohmann::json& rec);
+  void report_metrics_failure();
   void log_progress(const std::string& line) {
     if (line.empty() || rank_ != 0) return;
     progress_.on_terminal() ? log_.file_only(line) : log_.line(line);
@@ -136,6 +139,11 @@ void TrainingLoop::start_or_resume() {
   engine_.log_model();
   engine_.initialize(static_cast<uint64_t>(config_.run.seed));
   restore();
+  if (metrics_) {
+    nlohmann::json details = {{"world_size", ctx_.group.size()}};
+    if (start_step_ > 0) details["checkpoint"] = last_checkpoint_;
+    if (!metrics_->begin_segment(start_step_, std::move(details))) report_metrics_failure();
+  }
   if (rank_ == 0) {
     provenance_ = provenance(config_, ctx_.data.source_files);
     provenance_["world_size"] = ctx_.group.size();
@@ -189,7 +197,7 @@ void TrainingLoop::eval_and_record(int64_t step, bool final) {
     line += fmt::format(", accuracy {:.2f}%", 100 * sums.accuracy());
   }
   if (final) summary_.update(rec);
-  record(rec);
+  record("eval", rec);
   progress_.interrupt();
   log_.line(line);
 }
@@ -213,8 +221,12 @@ void TrainingLoop::checkpoint(int64_t step, bool last) {
 
 // A metrics record that cannot be written (a full disk) is logged the first time and counted
 // in the summary, so the file's gaps are never silent.
-void TrainingLoop::record(const nlohmann::json& rec) {
-  if (!metrics_ || metrics_->write(rec) || metrics_->failures() > 1) return;
+void TrainingLoop::record(std::string_view type, const nlohmann::json& rec) {
+  if (metrics_ && !metrics_->write(type, rec)) report_metrics_failure();
+}
+
+void TrainingLoop::report_metrics_failure() {
+  if (metrics_->failures() > 1) return;
   progress_.interrupt();
   log_.info(
       "{}; metrics records that cannot be written are counted (summary "
@@ -298,7 +310,7 @@ int TrainingLoop::run() {
       rec["comm_recv_bytes"] = after.bytes_received - before->bytes_received;
       rec["comm_rounds"] = after.rounds - before->rounds;
     }
-    record(rec);
+    record("train", rec);
     const double avg_s = run_watch.seconds() / static_cast<double>(done - start_step_);
     log_progress(progress_.update({.step = done,
                                    .total = t.steps,
@@ -338,13 +350,14 @@ int TrainingLoop::run() {
   }
   straggler_.add_summary(summary_);
   if (metrics_) summary_["metrics_write_failures"] = metrics_->failures();
-  record(summary_);
+  record("summary", summary_);
   if (metrics_ && metrics_->failures() > 0) {
     log_.info("{} metrics records could not be written to {}", metrics_->failures(),
               ctx_.folder.metrics_path());
   }
-  log_.info("done: {} steps in {}; summary {}", t.steps - start_step_,
-            format_duration(run_watch.seconds()), summary_.dump());
+  log_.info("done: {} steps in {}; summary (exact values in metrics.jsonl):", t.steps - start_step_,
+            format_duration(run_watch.seconds()));
+  for (const std::string& row : summary_table(summary_)) log_.line(row);
   return kExitOk;
 }
 
