@@ -114,6 +114,7 @@ std::vector<Field> fields(Config& c) {
       {"comm", "timeout_s", &c.comm.timeout_s},
       {"comm", "store", &c.comm.store},
       {"comm", "host", &c.comm.host},
+      {"monitor", "peak_flops", &c.monitor.peak_flops},
   };
 }
 
@@ -337,7 +338,8 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
     for (const auto& f : schema) known_section |= (section == f.section);
     if (!known_section) {
       throw ConfigError(fmt::format(
-          "{}: unknown section [{}] (allowed: run, model, data, train, parallel, sync, comm)",
+          "{}: unknown section [{}] (allowed: run, model, data, train, parallel, sync, comm, "
+          "monitor)",
           origin, cut(section)));
     }
     for (const auto& [key, value] : table.as_table()) {

@@ -147,6 +147,13 @@ struct CommConfig {
   std::string host = "127.0.0.1";  // address this rank's transport binds and advertises
 };
 
+// What the run reports about itself (docs/metrics.md).
+struct MonitorConfig {
+  // This rank's peak FLOP/s, the denominator of MFU; 0 = measured at start by a short GEMM
+  // calibration on the run's own kernels and threads.
+  double peak_flops = 0;
+};
+
 struct Config {
   RunConfig run;
   ModelConfig model;
@@ -155,6 +162,7 @@ struct Config {
   ParallelConfig parallel;
   SyncConfig sync;
   CommConfig comm;
+  MonitorConfig monitor;
 
   // Throws ConfigError naming the key, the value and what is allowed.
   void validate() const;

@@ -34,10 +34,6 @@ double injected_slow_s(int rank) {
   return std::atof(ms) / 1e3;
 }
 
-// What a checkpoint records about how replicas were synced, and the check that a resume can
-// use it: replica-local state (sync/replica_sync.h) is saved per replica, so a low-communication
-// method resumes only with the same method and number of replicas. DDP and ZeRO checkpoints hold
-// no per-replica state and resume each other at any size.
 class DpEngine final : public TrainEngine {
  public:
   DpEngine(TrainContext& ctx, int64_t dp)
@@ -90,17 +86,21 @@ class DpEngine final : public TrainEngine {
   StepGradients compute_gradients(int64_t step) override {
     const int64_t accum = config_.train.grad_accum;
     Stopwatch busy;
+    StepBreakdown times;
     sync_->start_step();
     double loss = 0;
     for (int64_t j = 0; j < accum; ++j) {
+      Stopwatch data;
       loader_.next(batch_, step, j);
+      times.data_s += data.seconds();
       if (slow_s_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slow_s_));
       loss += model_->forward(batch_);
       sync_->before_backward(j == accum - 1);
       model_->backward(batch_, 1.0f / static_cast<float>(accum));
     }
     // Own compute only: what follows waits for the other ranks' gradients.
-    const double busy_s = busy.seconds();
+    const double busy_s = busy.seconds() - times.data_s;
+    Stopwatch comm;
     exposed_comm_s_ = sync_->finish_gradients();
     double norm = 0;
     if (replica_) {
@@ -116,7 +116,9 @@ class DpEngine final : public TrainEngine {
       // it before deciding anything from it.
       norm = std::sqrt(sync_->grad_sum_squares());
     }
-    return {.loss = loss, .norm = norm, .busy_s = busy_s};
+    times.compute_s = busy_s;
+    times.comm_s = comm.seconds();  // the exposed gradient wait and the scalar collectives
+    return {.loss = loss, .norm = norm, .busy_s = busy_s, .times = times};
   }
 
   void scale_grads(float scale) override { sync_->scale_grads(scale); }

@@ -37,6 +37,7 @@
 #include "brigade/comm/mesh.h"
 #include "brigade/model/gpt_layout.h"
 #include "brigade/model/gpt_stage.h"
+#include "brigade/monitor/timer.h"
 #include "brigade/parallel/expert/stage_grad_sync.h"
 #include "brigade/parallel/pipeline/executor.h"
 #include "brigade/parallel/pipeline/tied_embedding.h"
@@ -257,10 +258,16 @@ void ModelParallelEngine::fill_step_batch(int64_t step) {
 }
 
 StepGradients ModelParallelEngine::compute_gradients(int64_t step) {
+  StepBreakdown times;
+  Stopwatch data;
   fill_step_batch(step);
+  times.data_s = data.seconds();
   for (GptStage& c : chunks_) c.zero_grads();
   const StepStats stats = executor_->run_step();
   last_bubble_ = stats.bubble();
+  times.compute_s = stats.busy_s;
+  times.bubble_s = stats.idle_s();
+  Stopwatch comm;  // the tied-embedding sum, the dp averages and the scalar all-reduces
   sum_tied_embedding_grads(embedding_.get(), chunk_ptrs_);
   for (size_t c = 0; c < chunks_.size(); ++c) {
     if (zero_ == 2) {
@@ -284,8 +291,12 @@ StepGradients ModelParallelEngine::compute_gradients(int64_t step) {
   pp_->all_reduce(v, 2, ReduceOp::kSum);
   if (zero_ == 2) dp_->all_reduce(v + 1, 1, ReduceOp::kSum);
   replicas_comm_->all_reduce(v, 1, ReduceOp::kAvg);
+  times.comm_s = comm.seconds();
   // busy_s: the executor's time inside this rank's stage forwards and backwards.
-  return {.loss = v[0], .norm = std::sqrt(static_cast<double>(v[1])), .busy_s = stats.busy_s};
+  return {.loss = v[0],
+          .norm = std::sqrt(static_cast<double>(v[1])),
+          .busy_s = stats.busy_s,
+          .times = times};
 }
 
 void ModelParallelEngine::scale_grads(float scale) {

@@ -64,4 +64,8 @@ void StragglerWatch::add_summary(nlohmann::json& summary) const {
   summary["busy_ms_per_rank"] = ms;
 }
 
+double StragglerWatch::slowest_busy_s() const {
+  return times_.empty() ? 0.0 : *std::max_element(times_.begin(), times_.end());
+}
+
 }  // namespace brigade

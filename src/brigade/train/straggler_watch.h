@@ -34,6 +34,8 @@ class StragglerWatch {
   // Adds "straggler_max_ratio" (and "straggler_rank" while one is flagged), this rank's
   // "busy_ms" and the step's slowest and fastest ranks' ("busy_ms_max", "busy_ms_min").
   void add_step_metrics(nlohmann::json& rec) const;
+  // The slowest rank's busy seconds of the last observed step.
+  double slowest_busy_s() const;
   // Adds "busy_ms_per_rank": each rank's mean busy time per step over this invocation.
   void add_summary(nlohmann::json& summary) const;
 

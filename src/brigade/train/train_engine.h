@@ -23,6 +23,7 @@
 #include "brigade/comm/communicator.h"
 #include "brigade/comm/wire_traffic.h"
 #include "brigade/data/loader.h"
+#include "brigade/monitor/step_breakdown.h"
 #include "brigade/parallel/dp_strategy.h"
 #include "brigade/train/checkpointing.h"
 #include "brigade/train/evaluate.h"
@@ -37,6 +38,9 @@ struct StepGradients {
   // Seconds this rank computed (forward + backward, before waiting for gradients from others):
   // the straggler detector's input.
   double busy_s = 0;
+  // This rank's seconds in the gradient phase by part (monitor/step_breakdown.h): data, compute
+  // (= busy_s), comm (waits for gradient and scalar collectives), bubble (pipeline idle).
+  StepBreakdown times;
 };
 
 class TrainEngine {
@@ -82,6 +86,8 @@ class TrainEngine {
   virtual void check_resume(const SavedState& saved, const std::string& dir) const = 0;
   // The whole model's tp = 1 layout, in which checkpoints before format 3 stored flat state.
   virtual ParamLayout checkpoint_layout() const = 0;
+  // Parameters of the whole model (every rank's shards together).
+  int64_t num_params() const { return checkpoint_layout().total(); }
   // Collective, once before training; resumed: the pieces were read from a checkpoint.
   virtual void after_restore(bool resumed) = 0;
 

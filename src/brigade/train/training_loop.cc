@@ -1,6 +1,7 @@
 #include "brigade/train/training_loop.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cmath>
@@ -16,11 +17,20 @@
 #include "brigade/monitor/timer.h"
 #include "brigade/sync/grad_clip.h"
 #include "brigade/sync/lr_schedule.h"
+#include "brigade/train/gemm_calibration.h"
+#include "brigade/train/model_flops.h"
 #include "brigade/train/straggler_watch.h"
 
 namespace brigade {
 
 namespace {
+
+// This process's peak resident memory (getrusage's ru_maxrss, KiB on Linux), in MiB.
+double peak_rss_mib() {
+  struct rusage u {};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
 
 // The final checkpoint is retried this many times, after 1x, 2x, ... this wait.
 constexpr int kFinalSaveRetries = 1;
@@ -66,6 +76,7 @@ class TrainingLoop {
   // Appends to metrics.jsonl (rank 0); type: "train", "eval", "event", "summary".
   void record(std::string_view type, const nlohmann::json& rec);
   void report_metrics_failure();
+  std::vector<double> peak_rss_mib_per_rank();
   void log_progress(const std::string& line) {
     if (line.empty() || rank_ != 0) return;
     progress_.on_terminal() ? log_.file_only(line) : log_.line(line);
@@ -94,6 +105,8 @@ class TrainingLoop {
   int64_t last_saved_step_ = -1;                // the step of last_checkpoint_; -1: none
   std::unique_ptr<TrainingCheckpointer> ckpt_;  // after restore(): saves this rank's pieces
   StepGradients last_;
+  double flops_per_step_ = 0;  // model FLOPs of one step, all ranks (train/model_flops.h)
+  double peak_flops_ = 1;      // this rank's, for MFU: monitor.peak_flops or measured
 };
 
 // Every rank opens the newest valid checkpoint (verifying 1/N of its files) and reads the
@@ -139,6 +152,16 @@ void TrainingLoop::start_or_resume() {
   engine_.log_model();
   engine_.initialize(static_cast<uint64_t>(config_.run.seed));
   restore();
+  flops_per_step_ = static_cast<double>(engine_.examples_per_step()) *
+                    train_flops_per_example(config_.model, engine_.num_params());
+  peak_flops_ = config_.monitor.peak_flops;
+  if (peak_flops_ <= 0 && rank_ == 0) {  // only rank 0 reports MFU
+    peak_flops_ = measure_gemm_peak_flops();
+    log_.info(
+        "GEMM peak {:.1f} GFLOP/s on this rank (f32, {} thread(s)): MFU is relative to it "
+        "(set monitor.peak_flops to fix it)",
+        peak_flops_ / 1e9, config_.train.blas_threads);
+  }
   if (metrics_) {
     nlohmann::json details = {{"world_size", ctx_.group.size()}};
     if (start_step_ > 0) details["checkpoint"] = last_checkpoint_;
@@ -171,12 +194,14 @@ bool TrainingLoop::train_step(int64_t step) {
     ++skipped_;
     return false;
   }
+  Stopwatch update;  // clipping and the optimizer: compute of this rank
   if (config_.train.grad_clip > 0) {
     const float scale = clip_scale(norm, static_cast<float>(config_.train.grad_clip));
     if (scale < 1.0f) engine_.scale_grads(scale);
   }
   ++updates_;
   engine_.apply_update(lr_at(schedule_, step), updates_);
+  last_.times.compute_s += update.seconds();
   return true;
 }
 
@@ -277,6 +302,17 @@ void TrainingLoop::finish_final_checkpoint(int64_t step) {
   }
 }
 
+// Collective over the world: every rank's peak resident memory, in MiB (world order).
+std::vector<double> TrainingLoop::peak_rss_mib_per_rank() {
+  const double mine = peak_rss_mib();
+  std::vector<double> all(static_cast<size_t>(ctx_.group.size()), mine);
+  if (ctx_.group.world) {
+    ctx_.group.world->all_gather_bytes(reinterpret_cast<const uint8_t*>(&mine),
+                                       reinterpret_cast<uint8_t*>(all.data()), sizeof(double));
+  }
+  return all;
+}
+
 int TrainingLoop::run() {
   start_or_resume();
   const TrainConfig& t = config_.train;
@@ -299,10 +335,9 @@ int TrainingLoop::run() {
                           {"skipped", !applied}};
     const Traffic exchange = straggler_.observe(done, last_.busy_s);
     straggler_.add_step_metrics(rec);
+    StepBreakdown& times = last_.times;
+    if (straggler_.enabled()) times.attribute_wait(last_.busy_s, straggler_.slowest_busy_s());
     engine_.add_step_metrics(rec, applied, updates_, done == t.steps, exchange);
-    const double ms = step_watch.millis();
-    rec["tokens_per_s"] = tokens_per_step / (ms / 1e3);
-    rec["ms_per_step"] = ms;
     if (before) {
       // This rank's bytes (rank 0: under model parallelism the first stage, tp rank 0).
       const OpCounters after = *engine_.comm_totals();
@@ -310,6 +345,24 @@ int TrainingLoop::run() {
       rec["comm_recv_bytes"] = after.bytes_received - before->bytes_received;
       rec["comm_rounds"] = after.rounds - before->rounds;
     }
+    if (t.eval_every > 0 && done % t.eval_every == 0 && done != t.steps) {
+      Stopwatch eval;
+      eval_and_record(done, false);
+      times.eval_s = eval.seconds();
+    }
+    if (t.ckpt_every > 0 && done % t.ckpt_every == 0) {
+      checkpoint(done);
+      times.checkpoint_s = ckpt_->last_blocking_s();
+      last_saved = done;
+    }
+    // The step's record closes it: every part of its wall time, evaluation and the blocking
+    // part of a checkpoint included, so the parts sum to ms_per_step.
+    const double step_s = step_watch.seconds();
+    rec["tokens_per_s"] = tokens_per_step / step_s;
+    rec["ms_per_step"] = step_s * 1e3;
+    times.add_to(rec, step_s);
+    rec["mfu"] = flops_per_step_ / ctx_.group.size() / step_s / peak_flops_;
+    rec["peak_rss_mib"] = peak_rss_mib();
     record("train", rec);
     const double avg_s = run_watch.seconds() / static_cast<double>(done - start_step_);
     log_progress(progress_.update({.step = done,
@@ -317,16 +370,9 @@ int TrainingLoop::run() {
                                    .loss = last_.loss,
                                    .lr = lr,
                                    .grad_norm = last_.norm,
-                                   .tokens_per_s = tokens_per_step / (ms / 1e3),
-                                   .ms_per_step = ms,
+                                   .tokens_per_s = tokens_per_step / step_s,
+                                   .ms_per_step = step_s * 1e3,
                                    .eta_s = avg_s * static_cast<double>(end - done)}));
-    if (t.eval_every > 0 && done % t.eval_every == 0 && done != t.steps) {
-      eval_and_record(done, false);
-    }
-    if (t.ckpt_every > 0 && done % t.ckpt_every == 0) {
-      checkpoint(done);
-      last_saved = done;
-    }
   }
   progress_.interrupt();
   if (end < t.steps) {
@@ -349,6 +395,7 @@ int TrainingLoop::run() {
     summary_["comm_rounds"] = total->rounds;
   }
   straggler_.add_summary(summary_);
+  summary_["peak_rss_mib_per_rank"] = peak_rss_mib_per_rank();
   if (metrics_) summary_["metrics_write_failures"] = metrics_->failures();
   record("summary", summary_);
   if (metrics_ && metrics_->failures() > 0) {
