@@ -45,6 +45,7 @@ inline ChildOutcome run_in_child(const std::function<void()>& f, double timeout_
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::close(fds[0]);
+    (void)memory_limit_bytes;
 #if !defined(__SANITIZE_ADDRESS__)
     if (memory_limit_bytes > 0) {
       const rlimit lim{static_cast<rlim_t>(memory_limit_bytes),

@@ -33,6 +33,15 @@ std::string temp_file(const std::string& name, const std::string& text) {
   return path;
 }
 
+std::string error_of(const std::vector<std::string>& overrides) {
+  try {
+    parse_config("", "test.toml", overrides).validate();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(ConfigBounds, DeepTomlIsAConfigErrorNotACrash) {
   // 10,000 levels: SIGSEGV in toml11 before the pre-scan; 4,000: 5-10 s to fail.
   for (int depth : {4'000, 10'000, 30'000}) {
@@ -85,6 +94,12 @@ TEST(ConfigBounds, AnOversizedFileIsRefusedNamingItsSize) {
 }
 
 TEST(ConfigBounds, MessagesQuoteValuesShortly) {
+  // Validation quoted string values whole: 6 KB of a --set value in one message.
+  for (const char* key : {"sync.method", "sync.payload", "run.name", "train.optimizer"}) {
+    const std::string e = error_of({std::string(key) + "=\"" + std::string(10'000, 'x') + "!\""});
+    EXPECT_THAT(e, HasSubstr(std::string(key) + " = \"xxxx"));
+    EXPECT_LT(e.size(), 400u) << key;
+  }
   const std::string huge_array = "[train]\nlr = [" + repeat("1, ", 5'000) + "1]\n";
   try {
     parse_config(huge_array, "t.toml");
@@ -101,15 +116,6 @@ TEST(ConfigBounds, MessagesQuoteValuesShortly) {
     EXPECT_THAT(e.what(), HasSubstr("t.toml: TOML syntax error"));
     EXPECT_LT(std::string(e.what()).size(), 4000u);
   }
-}
-
-std::string error_of(const std::vector<std::string>& overrides) {
-  try {
-    parse_config("", "test.toml", overrides).validate();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(ConfigBounds, MoeKeysAreValidatedWithoutExperts) {

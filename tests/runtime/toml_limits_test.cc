@@ -97,6 +97,16 @@ TEST(TomlLimits, StringsAndCommentsAreSkippedWhole) {
   EXPECT_THAT(error_of("a = \"\\\\\"\nb = " + deep), HasSubstr("deeper than 32"));
 }
 
+TEST(TomlLimits, RefusesBinaryIntegersThatToml11WouldOverflow) {
+  // toml11 doubles an int64 per binary digit: signed overflow (UBSan aborts) from 63 digits.
+  EXPECT_EQ(error_of("a = 0b" + std::string(62, '1')), "");
+  EXPECT_EQ(error_of("a = 0b1_0_1\nb = 0xff\nc = 10b"), "");
+  EXPECT_THAT(error_of("a = 0b" + std::string(63, '0')),
+              HasSubstr("a binary integer of 63 digits"));
+  EXPECT_THAT(error_of("a = [1, 0b" + std::string(70, '1') + "]"), HasSubstr("70 digits"));
+  EXPECT_EQ(error_of("a = \"0b" + std::string(70, '1') + "\""), "") << "inside a string";
+}
+
 TEST(TomlLimits, RefusesOversizedTextAndLongLines) {
   // toml11 is quadratic in the length of a line: 1 MiB of "1," lines took minutes.
   EXPECT_THAT(error_of(repeat(std::string(1000, '#') + "\n", 66)),

@@ -245,9 +245,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
       }
       continue;
     }
-    auto bad = [&](const std::string& what) {
-      return invalid("tensor " + json_excerpt(name) + ": " + what);
-    };
+    // A copy of the quoted name: clang before 16 cannot capture a structured binding.
+    const std::string quoted = json_excerpt(name);
+    auto bad = [&](const std::string& what) { return invalid("tensor " + quoted + ": " + what); };
     if (!v.is_object()) throw bad("entry is not an object");
     StTensorInfo info;
     const auto dt = v.find("dtype");

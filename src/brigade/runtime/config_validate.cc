@@ -14,6 +14,12 @@ namespace brigade {
 
 namespace {
 
+// A string value in quotes, cut to a readable length: values come from files and command lines.
+std::string quote(const std::string& value) {
+  constexpr size_t kMax = 120;
+  return "\"" + (value.size() > kMax ? value.substr(0, kMax) + "...\"" : value + "\"");
+}
+
 template <typename T>
 void require(bool ok, const char* key, const T& value, const std::string& allowed) {
   if (!ok) throw ConfigError(fmt::format("{} = {}: {}", key, value, allowed));
@@ -26,7 +32,7 @@ void require_one_of(const std::string& value, const char* key,
     if (value == a) return;
     list += (list.empty() ? "" : ", ") + fmt::format("\"{}\"", a);
   }
-  throw ConfigError(fmt::format("{} = \"{}\": allowed values are {}", key, value, list));
+  throw ConfigError(fmt::format("{} = {}: allowed values are {}", key, quote(value), list));
 }
 
 void require_range(int64_t value, const char* key, int64_t lo, int64_t hi) {
@@ -58,7 +64,7 @@ void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
     known |= sync.payload == p;
     list += (list.empty() ? "" : ", ") + fmt::format("\"{}\"", p);
   }
-  require(known, "sync.payload", fmt::format("\"{}\"", sync.payload),
+  require(known, "sync.payload", quote(sync.payload),
           fmt::format("allowed values with sync.method = \"{}\" are {}", sync.method, list));
   require_range(sync.inner_steps, "sync.inner_steps", 1, 1 << 30);
   require_real(sync.outer_lr, "sync.outer_lr", 0.0, 1e3, true);
@@ -188,7 +194,7 @@ void validate_model_parallel(const ParallelConfig& parallel, const SyncConfig& s
 }  // namespace
 
 void Config::validate() const {
-  require(valid_name(run.name), "run.name", fmt::format("\"{}\"", run.name),
+  require(valid_name(run.name), "run.name", quote(run.name),
           "must be a non-empty folder name of letters, digits, '-', '_' and '.'");
   require(!run.out_dir.empty(), "run.out_dir", "\"\"", "must name a folder");
   require_range(run.seed, "run.seed", 0, INT64_MAX);

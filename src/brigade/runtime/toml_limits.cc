@@ -15,6 +15,8 @@ namespace brigade {
 
 namespace {
 
+constexpr int kMaxBinaryDigits = 62;
+
 class TomlScanner {
  public:
   TomlScanner(std::string_view text, const std::string& origin, TomlLimits limits)
@@ -67,6 +69,9 @@ class TomlScanner {
             fail(fmt::format("a dotted key has more than {} parts", limits_.max_key_parts));
           }
           break;
+        case '0':
+          check_binary_integer();
+          break;
         default:
           break;
       }
@@ -74,6 +79,27 @@ class TomlScanner {
   }
 
  private:
+  static bool is_bare(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  }
+
+  // toml11 reads 0b... by doubling an int64 per digit, which overflows (undefined behaviour) from
+  // the 63rd digit on, leading zeros included. i_ is just past a '0'.
+  void check_binary_integer() {
+    const bool token_start = i_ < 2 || !is_bare(text_[i_ - 2]);
+    if (!token_start || i_ >= text_.size() || text_[i_] != 'b') return;
+    int digits = 0;
+    for (size_t j = i_ + 1;
+         j < text_.size() && (text_[j] == '0' || text_[j] == '1' || text_[j] == '_'); ++j) {
+      digits += text_[j] != '_';
+    }
+    if (digits > kMaxBinaryDigits) {
+      fail(fmt::format("a binary integer of {} digits (at most {} are read safely)", digits,
+                       kMaxBinaryDigits));
+    }
+  }
+
   void start_key() {
     in_key_ = true;
     key_parts_ = 1;
