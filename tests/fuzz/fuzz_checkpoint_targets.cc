@@ -6,11 +6,13 @@
 // A shard file is covered by the manifest's CRC-32, so a changed tensor that is read without an
 // error is a silent loss (a defect). The manifest has no checksum of its own: a mutation that
 // still parses can point a tensor at other bytes; those cases are counted, not failed.
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <stdexcept>
 
+#include "brigade/base/file_io.h"
 #include "brigade/ckpt/sharded_reader.h"
 #include "brigade/ckpt/sharded_save.h"
 #include "brigade/comm/comm_factory.h"
@@ -61,18 +63,40 @@ Saved save_tiny_checkpoint(const std::string& root, std::map<std::string, RefTen
   return s;
 }
 
+// What the fuzzed bytes become: the manifest as mutated (almost always rejected by its seal),
+// the manifest mutated and then sealed again (so that the structure checks behind the seal see
+// the mutations, as a deliberately forged manifest would reach them), or a shard file.
+enum class Part { kManifest, kResealedManifest, kShard };
+
+// The mutated manifest text with its seal recomputed: the seal of any old one is dropped and a
+// new one computed over the body up to its last '}' (ckpt/manifest.h's layout).
+std::string reseal(std::string_view text) {
+  const size_t seal = text.rfind(",\n  \"manifest_crc32\"");
+  std::string body(text.substr(0, seal == std::string_view::npos ? text.size() : seal));
+  if (seal == std::string_view::npos) {
+    const size_t close = body.rfind('}');
+    if (close == std::string::npos) return body;
+    body.resize(close);
+  }
+  while (!body.empty() && (body.back() == '\n' || body.back() == ' ')) body.pop_back();
+  char crc[16];
+  std::snprintf(crc, sizeof(crc), "%08x", crc32_of(body));
+  return body + ",\n  \"manifest_crc32\": \"0x" + crc + "\"\n}\n";
+}
+
 class CheckpointTarget final : public Target {
  public:
-  CheckpointTarget(const std::string& dir, bool manifest) : manifest_(manifest) {
+  CheckpointTarget(const std::string& dir, Part part)
+      : part_(part), manifest_(part != Part::kShard) {
     saved_ = save_tiny_checkpoint(dir + "/checkpoints", ref_);
-    file_ = saved_.dir + "/" + (manifest ? saved_.manifest : saved_.shard);
+    file_ = saved_.dir + "/" + (manifest_ ? saved_.manifest : saved_.shard);
     seed_ = read_scratch(file_);
   }
 
   std::vector<std::string> seeds() override { return {seed_}; }
 
   Outcome run(std::string_view input) override {
-    write_scratch(file_, input);
+    write_scratch(file_, part_ == Part::kResealedManifest ? reseal(input) : std::string(input));
     const ShardedCheckpointReader r = ShardedCheckpointReader::open(saved_.dir);
     Outcome o;
     for (const auto& [name, entry] : r.index().tensors) {
@@ -90,19 +114,13 @@ class CheckpointTarget final : public Target {
   }
 
   std::string names() const override { return saved_.dir; }
-  bool checksummed() const override { return !manifest_; }
-  std::vector<std::string> known_defects() const override {
-    if (!manifest_) return {};
-    // The checkpoint manifest code is being rewritten by another engineer, who will use
-    // parse_json_bounded / json_excerpt (base/json_limits.h); remove this entry then. Messages
-    // it builds quote manifest text whole: nlohmann's parse message, which repeats the last token
-    // read (ckpt/checkpoint_validation.cc), a piece's key (ckpt/sharded_reader.cc), a piece's file
-    // name (ckpt/shard_index.cc), and file names from the manifest prefixed to I/O errors.
-    // Crashes, hangs, foreign exceptions and anonymous messages still fail.
-    return {"std::logic_error: rejection message of "};
-  }
+  // The shard is checksummed by the manifest, the manifest by its own seal (format 3); a
+  // resealed manifest may point a key at another tensor's bytes by design (a CRC is no
+  // defence against forgery), so its data changes are counted, not failed.
+  bool checksummed() const override { return part_ != Part::kResealedManifest; }
 
  private:
+  Part part_;
   bool manifest_;
   Saved saved_;
   std::map<std::string, RefTensor> ref_;
@@ -113,10 +131,13 @@ class CheckpointTarget final : public Target {
 }  // namespace
 
 std::unique_ptr<Target> make_checkpoint_manifest_target(const std::string& dir) {
-  return std::make_unique<CheckpointTarget>(dir, true);
+  return std::make_unique<CheckpointTarget>(dir, Part::kManifest);
+}
+std::unique_ptr<Target> make_checkpoint_resealed_target(const std::string& dir) {
+  return std::make_unique<CheckpointTarget>(dir, Part::kResealedManifest);
 }
 std::unique_ptr<Target> make_checkpoint_shard_target(const std::string& dir) {
-  return std::make_unique<CheckpointTarget>(dir, false);
+  return std::make_unique<CheckpointTarget>(dir, Part::kShard);
 }
 
 }  // namespace brigade::fuzz

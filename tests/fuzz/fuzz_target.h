@@ -85,6 +85,7 @@ std::unique_ptr<Target> make_shard_folder_target(const std::string& dir);
 std::unique_ptr<Target> make_idx_images_target(const std::string& dir);
 std::unique_ptr<Target> make_idx_labels_target(const std::string& dir);
 std::unique_ptr<Target> make_checkpoint_manifest_target(const std::string& dir);
+std::unique_ptr<Target> make_checkpoint_resealed_target(const std::string& dir);
 std::unique_ptr<Target> make_checkpoint_shard_target(const std::string& dir);
 std::unique_ptr<Target> make_store_target(const std::string& dir);
 

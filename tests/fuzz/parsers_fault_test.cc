@@ -52,7 +52,8 @@ constexpr Plan kPlans[] = {
     {"idx_images", 6000},
     {"idx_labels", 3000},
     {"bpe", 6000},
-    {"checkpoint_manifest", 4000},
+    {"checkpoint_manifest", 2000},
+    {"checkpoint_resealed", 4000},
     {"checkpoint_shard", 2000},
     {"store", 300},
 };
@@ -119,6 +120,9 @@ TEST(ParsersFuzz, Bpe) {
 }
 TEST(ParsersFuzz, CheckpointManifest) {
   run_plan("checkpoint_manifest");
+}
+TEST(ParsersFuzz, CheckpointResealed) {
+  run_plan("checkpoint_resealed");
 }
 TEST(ParsersFuzz, CheckpointShard) {
   run_plan("checkpoint_shard");

@@ -71,8 +71,9 @@ std::optional<int64_t> parse_step_tmp_name(std::string_view name) {
 }
 
 bool is_checkpoint_file_name(std::string_view name) {
-  return !name.empty() && name != "." && name != ".." && name != kManifestFileName &&
-         name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
+  return !name.empty() && name.size() <= 255 && name != "." && name != ".." &&
+         name != kManifestFileName && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
 }
 
 std::string latest_file_text(int64_t step) {
@@ -175,7 +176,9 @@ Manifest Manifest::from_json(const nlohmann::json& j, const std::string& path) {
   const auto files = j.find("files");
   if (files == j.end() || !files->is_object()) throw bad("files is missing or not an object");
   for (const auto& [name, v] : files->items()) {
-    if (!is_checkpoint_file_name(name)) throw bad("file name '" + name + "' is not allowed");
+    if (!is_checkpoint_file_name(name)) {
+      throw bad("file name " + json_excerpt(nlohmann::json(name)) + " is not allowed");
+    }
     const auto bytes = v.is_object() ? v.find("bytes") : v.end();
     const auto crc = v.is_object() ? v.find("crc32") : v.end();
     if (!v.is_object() || bytes == v.end() || crc == v.end() || !bytes->is_number_integer() ||

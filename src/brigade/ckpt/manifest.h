@@ -49,8 +49,8 @@ std::optional<int64_t> parse_step_dir_name(std::string_view name);
 // Covers the staging folder ("step_00000100.tmp") and folders set aside for deletion.
 std::optional<int64_t> parse_step_tmp_name(std::string_view name);
 
-// A name that can only mean a file directly inside the checkpoint folder: non-empty, no '/',
-// not "." or "..", no NUL, not the manifest itself.
+// A name that can only mean a file directly inside the checkpoint folder: 1 to 255 bytes
+// (NAME_MAX), no '/', not "." or "..", no NUL, not the manifest itself.
 bool is_checkpoint_file_name(std::string_view name);
 
 // Is `version` a format whose manifest has a "sharding" section?

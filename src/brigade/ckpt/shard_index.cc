@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "brigade/base/error.h"
+#include "brigade/base/json_limits.h"
 
 namespace brigade {
 
@@ -13,6 +14,8 @@ namespace {
 // A bound on what one tensor's coverage check may allocate (16 bytes a run): far above any real
 // layout (a column split of a 10^5-row matrix over 64 ranks is 6.4M runs).
 constexpr int64_t kMaxRunsPerTensor = int64_t{1} << 24;
+// Tensor names and keys (GPT-2's longest is ~30 bytes), so that messages quoting them are short.
+constexpr size_t kMaxNameBytes = 1024;
 
 std::optional<int64_t> as_int(const nlohmann::json& v) {
   if (v.is_number_unsigned()) {
@@ -121,8 +124,13 @@ ShardIndex ShardIndex::from_json(const nlohmann::json& j, const std::string& pat
   }
   const auto tensors = j.find("tensors");
   if (tensors == j.end() || !tensors->is_object()) throw bad("tensors is missing");
-  for (const auto& [name, tj] : tensors->items()) {
-    auto bad_t = [&](const std::string& what) { return bad("tensor '" + name + "': " + what); };
+  for (const auto& item : tensors->items()) {
+    const std::string& name = item.key();
+    const nlohmann::json& tj = item.value();
+    auto bad_t = [&](const std::string& what) {
+      return bad("tensor " + json_excerpt(nlohmann::json(name)) + ": " + what);
+    };
+    if (name.empty() || name.size() > kMaxNameBytes) throw bad_t("name is empty or too long");
     if (!tj.is_object()) throw bad_t("not an object");
     ShardTensorEntry t;
     const auto dt = tj.find("dtype");
@@ -149,7 +157,13 @@ ShardIndex ShardIndex::from_json(const nlohmann::json& j, const std::string& pat
       }
       p.file = pj["file"].get<std::string>();
       p.key = pj["key"].get<std::string>();
-      if (!files.count(p.file)) throw bad_t("piece file '" + p.file + "' is not in the manifest");
+      if (!files.count(p.file)) {
+        throw bad_t("piece file " + json_excerpt(pj["file"]) + " is not in the manifest");
+      }
+      if (p.key.empty() || p.key.size() > kMaxNameBytes) {
+        throw bad_t("piece key is empty or longer than " + std::to_string(kMaxNameBytes) +
+                    " bytes");
+      }
       if (!pj.contains("flat") || !pj["flat"].is_boolean()) throw bad_t("piece flat is not bool");
       p.region.flat = pj["flat"].get<bool>();
       const auto start = as_int_array(pj, "start");

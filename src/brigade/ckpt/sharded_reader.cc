@@ -19,7 +19,8 @@ namespace {
 // that covers it, written by "rank 0".
 ShardIndex index_of_whole_tensor_checkpoint(const std::string& dir, const Manifest& m) {
   ShardIndex index;
-  for (const auto& [filename, digest] : m.files) {
+  for (const auto& file_digest : m.files) {
+    const std::string& filename = file_digest.first;  // a lambda below captures it
     if (!filename.ends_with(".safetensors")) continue;
     SafetensorsFile f = [&] {
       try {
