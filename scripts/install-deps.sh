@@ -14,6 +14,8 @@ packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   libgloo-dev              # collectives over TCP
+  libprotobuf-dev protobuf-compiler  # TensorBoard event files (the published Event schema)
+  python3-protobuf         # tests: an independent reader of those files
   openmpi-bin              # mpirun bootstrap test
   fortunes                 # default text corpus: /usr/share/games/fortunes
   dataset-fashion-mnist    # image data set: /usr/share/datasets/fashion-mnist

@@ -15,6 +15,7 @@ struct RunFolder {
   std::string config_path() const { return root + "/config.toml"; }
   std::string manifest_path() const { return root + "/manifest.json"; }
   std::string metrics_path() const { return root + "/metrics.jsonl"; }
+  std::string tensorboard_dir() const { return root + "/tb"; }
   std::string log_path() const { return root + "/train.log"; }  // rank 0
   std::string rank_log_path(int rank) const {
     return rank == 0 ? log_path() : root + "/logs/rank_" + std::to_string(rank) + ".log";

@@ -34,8 +34,9 @@ class StragglerWatch {
   // Adds "straggler_max_ratio" (and "straggler_rank" while one is flagged), this rank's
   // "busy_ms" and the step's slowest and fastest ranks' ("busy_ms_max", "busy_ms_min").
   void add_step_metrics(nlohmann::json& rec) const;
-  // The slowest rank's busy seconds of the last observed step.
+  // The slowest rank's busy seconds of the last observed step, and every rank's.
   double slowest_busy_s() const;
+  const std::vector<float>& busy_s_per_rank() const { return times_; }
   // Adds "busy_ms_per_rank": each rank's mean busy time per step over this invocation.
   void add_summary(nlohmann::json& summary) const;
 

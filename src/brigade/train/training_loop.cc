@@ -8,12 +8,14 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "brigade/base/error.h"
 #include "brigade/monitor/metrics.h"
 #include "brigade/monitor/progress.h"
 #include "brigade/monitor/summary_table.h"
+#include "brigade/monitor/tensorboard_writer.h"
 #include "brigade/monitor/timer.h"
 #include "brigade/sync/grad_clip.h"
 #include "brigade/sync/lr_schedule.h"
@@ -54,7 +56,10 @@ class TrainingLoop {
         progress_(config_.train.log_every),
         straggler_(ctx.group.world.get(), config_.train.straggler_threshold,
                    engine.replicas_wait_each_step(), ctx.log) {
-    if (rank_ == 0) metrics_ = std::make_unique<MetricsWriter>(ctx.folder.metrics_path());
+    if (rank_ == 0) {
+      metrics_ = std::make_unique<MetricsWriter>(ctx.folder.metrics_path());
+      tb_ = std::make_unique<TensorBoardWriter>(ctx.folder.tensorboard_dir());
+    }
     schedule_ = LrSchedule{.max_lr = static_cast<float>(config_.train.lr),
                            .min_lr = static_cast<float>(config_.train.min_lr),
                            .warmup = config_.train.warmup,
@@ -91,6 +96,7 @@ class TrainingLoop {
   int rank_;
   Log& log_;
   std::unique_ptr<MetricsWriter> metrics_;  // rank 0 only
+  std::unique_ptr<TensorBoardWriter> tb_;   // rank 0 only: the same scalars for TensorBoard
   Progress progress_;
   LrSchedule schedule_;
   StragglerWatch straggler_;
@@ -166,6 +172,15 @@ void TrainingLoop::start_or_resume() {
     nlohmann::json details = {{"world_size", ctx_.group.size()}};
     if (start_step_ > 0) details["checkpoint"] = last_checkpoint_;
     if (!metrics_->begin_segment(start_step_, std::move(details))) report_metrics_failure();
+  }
+  if (tb_) {
+    // TensorBoard drops the points at and after a START's step: those trained again.
+    if (start_step_ > 0) tb_->start_session(start_step_ + 1, last_checkpoint_);
+    // The text plugin renders markdown: indented lines are shown as they are.
+    std::string text;
+    std::istringstream toml(config_.to_toml());
+    for (std::string line; std::getline(toml, line);) text += "    " + line + "\n";
+    tb_->add_text(start_step_, "config", text);
   }
   if (rank_ == 0) {
     provenance_ = provenance(config_, ctx_.data.source_files);
@@ -248,6 +263,7 @@ void TrainingLoop::checkpoint(int64_t step, bool last) {
 // in the summary, so the file's gaps are never silent.
 void TrainingLoop::record(std::string_view type, const nlohmann::json& rec) {
   if (metrics_ && !metrics_->write(type, rec)) report_metrics_failure();
+  if (tb_ && type != "event") tb_->add_scalars(rec.value("step", int64_t{0}), type, rec);
 }
 
 void TrainingLoop::report_metrics_failure() {
@@ -336,7 +352,13 @@ int TrainingLoop::run() {
     const Traffic exchange = straggler_.observe(done, last_.busy_s);
     straggler_.add_step_metrics(rec);
     StepBreakdown& times = last_.times;
-    if (straggler_.enabled()) times.attribute_wait(last_.busy_s, straggler_.slowest_busy_s());
+    if (straggler_.enabled()) {
+      times.attribute_wait(last_.busy_s, straggler_.slowest_busy_s());
+      const std::vector<float>& busy = straggler_.busy_s_per_rank();
+      for (size_t r = 0; tb_ && r < busy.size(); ++r) {
+        tb_->add_scalar(done, fmt::format("rank/busy_ms/{}", r), busy[r] * 1e3);
+      }
+    }
     engine_.add_step_metrics(rec, applied, updates_, done == t.steps, exchange);
     if (before) {
       // This rank's bytes (rank 0: under model parallelism the first stage, tp rank 0).
@@ -396,6 +418,13 @@ int TrainingLoop::run() {
   }
   straggler_.add_summary(summary_);
   summary_["peak_rss_mib_per_rank"] = peak_rss_mib_per_rank();
+  if (tb_) {
+    const auto rss = summary_["peak_rss_mib_per_rank"].get<std::vector<double>>();
+    for (size_t r = 0; r < rss.size(); ++r) {
+      tb_->add_scalar(t.steps, fmt::format("rank/peak_rss_mib/{}", r), rss[r]);
+    }
+    summary_["tensorboard_write_failures"] = tb_->failures();
+  }
   if (metrics_) summary_["metrics_write_failures"] = metrics_->failures();
   record("summary", summary_);
   if (metrics_ && metrics_->failures() > 0) {
