@@ -126,7 +126,21 @@ TEST_F(StepBreakdownRuns, DataParallelSlowRankIsWaitNotCommunication) {
     const double flops = 4.0 * 221184.0 * 32;  // micro_batch 2 x 2 ranks = 4 sequences
     EXPECT_NEAR(r["mfu"].get<double>(), flops / 2 / (r["ms_per_step"].get<double>() / 1e3) / 2e10,
                 1e-9);
+    // Energy: on a machine without readable RAPL counters (this one: a VM), the estimate is both
+    // ranks' busy seconds x 1 thread x monitor.core_watts (5 W); two ranks: max + min.
+    EXPECT_GT(r["energy_j"].get<double>(), 0.0);
+    if (r["energy_estimated"].get<bool>()) {
+      const double busy_s = (r["busy_ms_max"].get<double>() + r["busy_ms_min"].get<double>()) / 1e3;
+      EXPECT_NEAR(r["energy_j"].get<double>(), busy_s * 5.0, 1e-9);
+    }
+    EXPECT_NEAR(r["energy_j_per_token"].get<double>(), r["energy_j"].get<double>() / (4 * 32),
+                1e-15);
   }
+  double energy = 0;
+  for (const auto& r : records) energy += r["energy_j"].get<double>();
+  EXPECT_NEAR(summary["energy_j"].get<double>(), energy, 1e-9 * energy);
+  EXPECT_NEAR(summary["energy_kwh"].get<double>(), energy / 3.6e6, 1e-15);
+  EXPECT_NEAR(summary["co2_g"].get<double>(), energy / 3.6e6 * 480, 1e-12);
   ASSERT_TRUE(summary.contains("peak_rss_mib_per_rank")) << summary.dump();
   EXPECT_EQ(summary["peak_rss_mib_per_rank"].size(), 2u);
 }

@@ -115,6 +115,8 @@ std::vector<Field> fields(Config& c) {
       {"comm", "store", &c.comm.store},
       {"comm", "host", &c.comm.host},
       {"monitor", "peak_flops", &c.monitor.peak_flops},
+      {"monitor", "core_watts", &c.monitor.core_watts},
+      {"monitor", "grid_gco2_per_kwh", &c.monitor.grid_gco2_per_kwh},
   };
 }
 

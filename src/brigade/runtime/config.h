@@ -152,6 +152,12 @@ struct MonitorConfig {
   // This rank's peak FLOP/s, the denominator of MFU; 0 = measured at start by a short GEMM
   // calibration on the run's own kernels and threads.
   double peak_flops = 0;
+  // Energy where no RAPL counter serves (monitor/energy.h): watts of one busy core. 5 W is a
+  // server package's TDP over its cores (AMD EPYC 7763: 280 W / 64; Intel Xeon 8380: 270 W / 40).
+  double core_watts = 5.0;
+  // Grid carbon intensity for the summary's CO2, in g per kWh: about the world average of 2023
+  // (Ember, Global Electricity Review 2024: 480); set your grid's.
+  double grid_gco2_per_kwh = 480.0;
 };
 
 struct Config {

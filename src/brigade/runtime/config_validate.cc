@@ -262,6 +262,8 @@ void Config::validate() const {
                monitor.peak_flops <= 1e18),
           "monitor.peak_flops", monitor.peak_flops,
           "must be 0 (measure at start) or this rank's peak FLOP/s in [1e6, 1e18]");
+  require_real(monitor.core_watts, "monitor.core_watts", 0.0, 1e4, false);
+  require_real(monitor.grid_gco2_per_kwh, "monitor.grid_gco2_per_kwh", 0.0, 1e4, false);
 
   require_range(parallel.dp, "parallel.dp", 0, 1 << 20);
   require_real(parallel.bucket_mb, "parallel.bucket_mb", 0.0, 1 << 16, true);

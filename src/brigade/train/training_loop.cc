@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "brigade/base/error.h"
+#include "brigade/monitor/energy.h"
 #include "brigade/monitor/metrics.h"
 #include "brigade/monitor/progress.h"
 #include "brigade/monitor/summary_table.h"
@@ -81,6 +82,8 @@ class TrainingLoop {
   // Appends to metrics.jsonl (rank 0); type: "train", "eval", "event", "summary".
   void record(std::string_view type, const nlohmann::json& rec);
   void report_metrics_failure();
+  void add_energy(nlohmann::json& rec, double tokens, double compute_s);
+  void add_energy_summary();
   std::vector<double> peak_rss_mib_per_rank();
   void log_progress(const std::string& line) {
     if (line.empty() || rank_ != 0) return;
@@ -112,7 +115,10 @@ class TrainingLoop {
   std::unique_ptr<TrainingCheckpointer> ckpt_;  // after restore(): saves this rank's pieces
   StepGradients last_;
   double flops_per_step_ = 0;  // model FLOPs of one step, all ranks (train/model_flops.h)
-  double peak_flops_ = 1;      // this rank's, for MFU: monitor.peak_flops or measured
+  // Rank 0: the packages' counters when every rank runs on this machine (monitor/energy.h).
+  std::optional<RaplReader> rapl_;
+  double energy_j_ = 0;    // this invocation's, all ranks
+  double peak_flops_ = 1;  // this rank's, for MFU: monitor.peak_flops or measured
 };
 
 // Every rank opens the newest valid checkpoint (verifying 1/N of its files) and reads the
@@ -167,6 +173,10 @@ void TrainingLoop::start_or_resume() {
         "GEMM peak {:.1f} GFLOP/s on this rank (f32, {} thread(s)): MFU is relative to it "
         "(set monitor.peak_flops to fix it)",
         peak_flops_ / 1e9, config_.train.blas_threads);
+  }
+  if (rank_ == 0 && ctx_.group.env.local_world_size == ctx_.group.size()) {
+    RaplReader rapl;
+    if (rapl.available()) rapl_ = std::move(rapl);
   }
   if (metrics_) {
     nlohmann::json details = {{"world_size", ctx_.group.size()}};
@@ -318,6 +328,40 @@ void TrainingLoop::finish_final_checkpoint(int64_t step) {
   }
 }
 
+// The step's energy, all ranks: the packages' counters where they serve, else busy time at
+// monitor.core_watts per core (the straggler exchange gives every rank's; without it, this
+// rank's compute for each rank).
+void TrainingLoop::add_energy(nlohmann::json& rec, double tokens, double compute_s) {
+  std::optional<double> joules;
+  if (rapl_) joules = rapl_->joules_since_last();
+  rec["energy_estimated"] = !joules.has_value();
+  if (!joules) {
+    double busy_s = 0;
+    if (straggler_.enabled()) {
+      for (float b : straggler_.busy_s_per_rank()) busy_s += b;
+    } else {
+      busy_s = compute_s * ctx_.group.size();
+    }
+    joules = estimated_joules(busy_s, config_.train.blas_threads, config_.monitor.core_watts);
+  }
+  energy_j_ += *joules;
+  rec["energy_j"] = *joules;
+  rec["energy_j_per_token"] = *joules / tokens;
+}
+
+void TrainingLoop::add_energy_summary() {
+  const bool measured = rapl_.has_value();
+  summary_["energy_j"] = energy_j_;
+  summary_["energy_kwh"] = kwh_of(energy_j_);
+  summary_["co2_g"] = co2_grams_of(energy_j_, config_.monitor.grid_gco2_per_kwh);
+  summary_["energy_source"] =
+      measured ? "rapl" : fmt::format("estimated ({} W per busy core)", config_.monitor.core_watts);
+  log_.info("energy: {:.3g} kWh, {:.3g} g CO2 at {} g/kWh ({})", kwh_of(energy_j_),
+            co2_grams_of(energy_j_, config_.monitor.grid_gco2_per_kwh),
+            config_.monitor.grid_gco2_per_kwh,
+            measured ? "RAPL package counters" : summary_["energy_source"].get<std::string>());
+}
+
 // Collective over the world: every rank's peak resident memory, in MiB (world order).
 std::vector<double> TrainingLoop::peak_rss_mib_per_rank() {
   const double mine = peak_rss_mib();
@@ -338,6 +382,7 @@ int TrainingLoop::run() {
       static_cast<double>(engine_.examples_per_step()) * tokens_per_example();
   Stopwatch run_watch;
   int64_t last_saved = start_step_;
+  if (rapl_) rapl_->joules_since_last();  // the first step's energy starts here
   for (int64_t step = start_step_; step < end; ++step) {
     const std::optional<OpCounters> before = engine_.comm_totals();
     Stopwatch step_watch;
@@ -384,6 +429,7 @@ int TrainingLoop::run() {
     rec["ms_per_step"] = step_s * 1e3;
     times.add_to(rec, step_s);
     rec["mfu"] = flops_per_step_ / ctx_.group.size() / step_s / peak_flops_;
+    add_energy(rec, tokens_per_step, times.compute_s);
     rec["peak_rss_mib"] = peak_rss_mib();
     record("train", rec);
     const double avg_s = run_watch.seconds() / static_cast<double>(done - start_step_);
@@ -418,6 +464,7 @@ int TrainingLoop::run() {
   }
   straggler_.add_summary(summary_);
   summary_["peak_rss_mib_per_rank"] = peak_rss_mib_per_rank();
+  if (rank_ == 0) add_energy_summary();
   if (tb_) {
     const auto rss = summary_["peak_rss_mib_per_rank"].get<std::vector<double>>();
     for (size_t r = 0; r < rss.size(); ++r) {
