@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,39 @@ TEST(LineRelay, CutsOverlongLines) {
   d.relay.feed("\n");
   ASSERT_EQ(d.lines.size(), 1u);
   EXPECT_EQ(d.lines[0], "[rank 1] " + std::string(cap, 'y') + "\n");
+}
+
+// A progress line redrawn in place ("\r\033[K" + text, no newline): each redraw that arrives
+// reaches the live sink at once, whatever the pieces (even the erase sequence split in two);
+// the newline that ends it makes the last text a line.
+TEST(LineRelay, LiveLinesArePassedOnAsTheyAreRedrawn) {
+  const std::string text = "\r\033[Kstep 1/3\r\033[Kstep 2/3\r\033[Kstep 3/3\ncheckpoint\n";
+  for (size_t piece : {1u, 4u, 1000u}) {
+    std::vector<std::string> lines, live;
+    LineRelay relay(
+        0, [&](std::string_view s) { lines.emplace_back(s); },
+        [&](std::string_view s) { live.emplace_back(s); });
+    for (size_t i = 0; i < text.size(); i += piece) {
+      relay.feed(std::string_view(text).substr(i, piece));
+    }
+    EXPECT_EQ(lines, (std::vector<std::string>{"[rank 0] step 3/3\n", "[rank 0] checkpoint\n"}))
+        << "piece " << piece;
+    ASSERT_FALSE(live.empty());
+    EXPECT_EQ(live.back(), "[rank 0] step 3/3") << "piece " << piece;
+    // Redraws that arrive in one read are one: only the newest is worth drawing.
+    if (piece >= text.size()) continue;
+    for (const char* want : {"[rank 0] step 1/3", "[rank 0] step 2/3"}) {
+      EXPECT_NE(std::find(live.begin(), live.end(), want), live.end())
+          << want << ", piece " << piece;
+    }
+  }
+}
+
+// Without a live sink a redrawn line is one line with its last text, not every redraw.
+TEST(LineRelay, LiveLinesWithoutALiveSinkBecomeTheirLastText) {
+  Collected c(1);
+  c.relay.feed("\r\033[Kstep 1/2\r\033[Kstep 2/2\n");
+  EXPECT_EQ(c.lines, std::vector<std::string>{"[rank 1] step 2/2\n"});
 }
 
 }  // namespace

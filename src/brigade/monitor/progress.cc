@@ -5,10 +5,15 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 namespace brigade {
 
-Progress::Progress(int64_t every) : tty_(isatty(STDERR_FILENO) == 1), every_(every) {}
+Progress::Progress(int64_t every)
+    : tty_(isatty(STDERR_FILENO) == 1 ||
+           (std::getenv(kLiveProgressEnv) && std::string(std::getenv(kLiveProgressEnv)) == "1")),
+      every_(every) {}
 
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";

@@ -6,6 +6,11 @@
 
 namespace brigade {
 
+// Set to "1" by `brigade launch` for its workers when its own stderr is a terminal: the
+// worker's stderr is then a pipe, but its progress line is drawn live all the same, and the
+// launcher keeps it in place (runtime/live_terminal.h).
+inline constexpr const char* kLiveProgressEnv = "BRIGADE_LIVE_PROGRESS";
+
 struct StepSummary {
   int64_t step = 0;  // 1-based: steps completed
   int64_t total = 0;
@@ -19,7 +24,8 @@ struct StepSummary {
 
 class Progress {
  public:
-  explicit Progress(int64_t every);  // detects whether stderr is a terminal
+  // Detects whether stderr is a terminal (or kLiveProgressEnv says the launcher's is).
+  explicit Progress(int64_t every);
   // Draws the terminal line (if on a terminal) and returns the plain line when one is due
   // for the log (every `every` steps, the first and the last), else "".
   std::string update(const StepSummary& s);

@@ -257,9 +257,8 @@ void Config::validate() const {
           "train.straggler_threshold", train.straggler_threshold,
           "must be 0 (no straggler detection) or a ratio to the median step time in (1, 1e6]");
 
-  require(monitor.peak_flops == 0 ||
-              (std::isfinite(monitor.peak_flops) && monitor.peak_flops >= 1e6 &&
-               monitor.peak_flops <= 1e18),
+  require(monitor.peak_flops == 0 || (std::isfinite(monitor.peak_flops) &&
+                                      monitor.peak_flops >= 1e6 && monitor.peak_flops <= 1e18),
           "monitor.peak_flops", monitor.peak_flops,
           "must be 0 (measure at start) or this rank's peak FLOP/s in [1e6, 1e18]");
   require_real(monitor.core_watts, "monitor.core_watts", 0.0, 1e4, false);

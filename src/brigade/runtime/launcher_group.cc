@@ -25,8 +25,10 @@
 #include <memory>
 
 #include "brigade/base/error.h"
+#include "brigade/monitor/progress.h"
 #include "brigade/runtime/heartbeat.h"
 #include "brigade/runtime/line_relay.h"
+#include "brigade/runtime/live_terminal.h"
 #include "brigade/runtime/worker_process.h"
 
 namespace brigade {
@@ -72,7 +74,9 @@ class Supervisor {
       : o_(spec.options),
         signals_(signals),
         heartbeat_timeout_(std::chrono::milliseconds(
-            static_cast<int64_t>(spec.options.heartbeat_timeout_s * 1000))) {}
+            static_cast<int64_t>(spec.options.heartbeat_timeout_s * 1000))) {
+    if (::isatty(STDERR_FILENO) == 1) terminal_ = std::make_unique<LiveTerminal>(STDERR_FILENO);
+  }
 
   ~Supervisor() {
     for (auto& w : workers_) {
@@ -85,6 +89,9 @@ class Supervisor {
       WorkerSpec worker = spec.command;
       int rank = o_.node_rank * o_.nproc + local;
       worker.env = worker_env(spec.base_env, o_, spec.contract, local);
+      // The workers' stderr is a pipe; they draw their progress line live as on a terminal when
+      // the launcher's is one (runtime/live_terminal.h passes it through).
+      if (terminal_) worker.env.push_back(std::string(kLiveProgressEnv) + "=1");
       Worker w;
       w.rank = rank;
       int theirs = -1;
@@ -119,8 +126,17 @@ class Supervisor {
         throw;
       }
       close_fd(theirs);  // only the worker holds its end now
-      w.out = std::make_unique<LineRelay>(rank, [](std::string_view s) { write_all(1, s); });
-      w.err = std::make_unique<LineRelay>(rank, [](std::string_view s) { write_all(2, s); });
+      if (terminal_) {
+        // Rank 0's progress line stays live at the bottom; every other line goes above it.
+        w.out = std::make_unique<LineRelay>(rank,
+                                            [this](std::string_view s) { terminal_->line(1, s); });
+        w.err = std::make_unique<LineRelay>(
+            rank, [this](std::string_view s) { terminal_->line(2, s); },
+            [this](std::string_view s) { terminal_->live(s); });
+      } else {
+        w.out = std::make_unique<LineRelay>(rank, [](std::string_view s) { write_all(1, s); });
+        w.err = std::make_unique<LineRelay>(rank, [](std::string_view s) { write_all(2, s); });
+      }
       workers_.push_back(std::move(w));
       ++running_;
     }
@@ -138,6 +154,7 @@ class Supervisor {
       check_deadline();
     }
     finish();
+    if (terminal_) terminal_->finish();  // the last progress line stays, and the prompt is below
     return outcome_;
   }
 
@@ -362,6 +379,7 @@ class Supervisor {
   const LaunchOptions& o_;
   SignalScope& signals_;
   const std::chrono::milliseconds heartbeat_timeout_;
+  std::unique_ptr<LiveTerminal> terminal_;  // when the launcher's stderr is a terminal
   std::vector<Worker> workers_;
   int running_ = 0;
   GroupOutcome outcome_;

@@ -2,8 +2,28 @@
 
 namespace brigade {
 
-LineRelay::LineRelay(int rank, std::function<void(std::string_view)> sink)
-    : prefix_("[rank " + std::to_string(rank) + "] "), sink_(std::move(sink)) {}
+LineRelay::LineRelay(int rank, std::function<void(std::string_view)> sink,
+                     std::function<void(std::string_view)> live)
+    : prefix_("[rank " + std::to_string(rank) + "] "),
+      sink_(std::move(sink)),
+      live_(std::move(live)) {}
+
+void LineRelay::redraw() {
+  const size_t cr = pending_.rfind('\r');
+  if (cr != std::string::npos) {
+    pending_.erase(0, cr + 1);
+    in_live_line_ = true;
+  }
+  if (!in_live_line_) return;
+  // The erase sequence may arrive split over two reads: remove whole ones, and wait for the
+  // rest of a partial one before drawing.
+  for (size_t at; (at = pending_.find("\033[K")) != std::string::npos;) pending_.erase(at, 3);
+  if (pending_.ends_with("\033") || pending_.ends_with("\033[")) return;
+  if (live_) {
+    out_ = prefix_ + pending_;
+    live_(out_);
+  }
+}
 
 void LineRelay::feed(std::string_view bytes) {
   while (!bytes.empty()) {
@@ -20,15 +40,14 @@ void LineRelay::feed(std::string_view bytes) {
     }
     if (nl == std::string_view::npos) {
       pending_.append(bytes);
+      redraw();
       return;
     }
-    if (pending_.empty()) {
-      emit(bytes.substr(0, nl));
-    } else {
-      pending_.append(bytes.substr(0, nl));
-      emit(pending_);
-      pending_.clear();
-    }
+    pending_.append(bytes.substr(0, nl));
+    redraw();
+    emit(pending_);
+    pending_.clear();
+    in_live_line_ = false;
     bytes.remove_prefix(nl + 1);
   }
 }
