@@ -16,6 +16,7 @@ packages=(
   libgloo-dev              # collectives over TCP
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (the published Event schema)
   python3-protobuf         # tests: an independent reader of those files
+  chromium                 # tests: `brigade report` pages opened in a real, headless browser
   openmpi-bin              # mpirun bootstrap test
   fortunes                 # default text corpus: /usr/share/games/fortunes
   dataset-fashion-mnist    # image data set: /usr/share/datasets/fashion-mnist

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
       {"launch", brigade::cli::add_launch(app)},
       {"export", brigade::cli::add_export(app)},
       {"import", brigade::cli::add_import(app)},
+      {"report", brigade::cli::add_report(app)},
   };
   try {
     app.parse(argc, argv);
