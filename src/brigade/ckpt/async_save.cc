@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "brigade/base/check.h"
+#include "brigade/monitor/trace.h"
 
 namespace brigade {
 
@@ -82,7 +83,10 @@ void AsyncCheckpointSaver::run() {
       job = *job_;        // the slot stays occupied until the result is in
     }
     if (before_write_) before_write_();
-    SaveResult result = saver_.save_written(job.step, snapshot_ptrs_, job.state, job.rank_state);
+    SaveResult result = [&] {
+      const TraceSpan span("checkpoint", "checkpoint write and commit");
+      return saver_.save_written(job.step, snapshot_ptrs_, job.state, job.rank_state);
+    }();
     {
       std::lock_guard<std::mutex> lock(mu_);
       done_.push_back(std::move(result));

@@ -10,6 +10,7 @@
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
+#include "brigade/monitor/trace.h"
 
 namespace brigade {
 
@@ -107,6 +108,8 @@ void Gpt::run_forward(const Batch& batch) {
       prefetch_params(lnf_group());
       prefetch_params(kEmbGroup);  // the unembedding is tied to wte
     }
+    const TraceSpan span =
+        TraceSpan::lazy("model", [l] { return "h." + std::to_string(l) + " forward"; });
     aux_loss_ +=
         block_forward(pass, w_.blocks[l], p, block_input(l), acts_[l], scratch_, moe_[l].get());
     release_params(block_group(l));
@@ -170,6 +173,8 @@ void Gpt::backward(const Batch& batch, float loss_scale) {
 
   for (int64_t l = L - 1; l >= 0; --l) {
     const GptBlockParams& w = w_.blocks[l];
+    const TraceSpan span =
+        TraceSpan::lazy("model", [l] { return "h." + std::to_string(l) + " backward"; });
     acquire_params(block_group(l));
     if (l > 0) prefetch_params(block_group(l - 1));
     block_backward_mlp(pass, w, p, g, acts_[l], dres, scratch_, moe_[l].get(), loss_scale);

@@ -117,6 +117,7 @@ std::vector<Field> fields(Config& c) {
       {"monitor", "peak_flops", &c.monitor.peak_flops},
       {"monitor", "core_watts", &c.monitor.core_watts},
       {"monitor", "grid_gco2_per_kwh", &c.monitor.grid_gco2_per_kwh},
+      {"monitor", "trace_steps", &c.monitor.trace_steps},
   };
 }
 

@@ -158,6 +158,9 @@ struct MonitorConfig {
   // Grid carbon intensity for the summary's CO2, in g per kWh: about the world average of 2023
   // (Ember, Global Electricity Review 2024: 480); set your grid's.
   double grid_gco2_per_kwh = 480.0;
+  // [a, b]: write a Chrome trace of steps a..b (1-based) of every rank to runs/<name>/trace.json
+  // (monitor/trace.h); [] = none.
+  std::vector<int64_t> trace_steps = {};
 };
 
 struct Config {

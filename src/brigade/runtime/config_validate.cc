@@ -1,6 +1,7 @@
 // Config::validate(): every range and cross-field rule, checked before any work starts.
 // Each message names the key, the value and what is allowed.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <initializer_list>
@@ -263,6 +264,13 @@ void Config::validate() const {
           "must be 0 (measure at start) or this rank's peak FLOP/s in [1e6, 1e18]");
   require_real(monitor.core_watts, "monitor.core_watts", 0.0, 1e4, false);
   require_real(monitor.grid_gco2_per_kwh, "monitor.grid_gco2_per_kwh", 0.0, 1e4, false);
+  const auto& trace = monitor.trace_steps;
+  require(trace.empty() || (trace.size() == 2 && trace[0] >= 1 && trace[0] <= trace[1] &&
+                            trace[1] - trace[0] < 1000),
+          "monitor.trace_steps",
+          fmt::format("[{}]", fmt::join(trace, ", ")),
+          "must be [] or [first, last] with 1 <= first <= last, at most 1000 steps (a trace holds "
+          "every span of every step)");
 
   require_range(parallel.dp, "parallel.dp", 0, 1 << 20);
   require_real(parallel.bucket_mb, "parallel.bucket_mb", 0.0, 1 << 16, true);

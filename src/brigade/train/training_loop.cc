@@ -12,12 +12,15 @@
 #include <thread>
 
 #include "brigade/base/error.h"
+#include "brigade/base/file_io.h"
+#include "brigade/ckpt/json_exchange.h"
 #include "brigade/monitor/energy.h"
 #include "brigade/monitor/metrics.h"
 #include "brigade/monitor/progress.h"
 #include "brigade/monitor/summary_table.h"
 #include "brigade/monitor/tensorboard_writer.h"
 #include "brigade/monitor/timer.h"
+#include "brigade/monitor/trace.h"
 #include "brigade/sync/grad_clip.h"
 #include "brigade/sync/lr_schedule.h"
 #include "brigade/train/gemm_calibration.h"
@@ -85,6 +88,7 @@ class TrainingLoop {
   void add_energy(nlohmann::json& rec, double tokens, double compute_s);
   void add_energy_summary();
   std::vector<double> peak_rss_mib_per_rank();
+  void write_trace();
   void log_progress(const std::string& line) {
     if (line.empty() || rank_ != 0) return;
     progress_.on_terminal() ? log_.file_only(line) : log_.line(line);
@@ -202,7 +206,10 @@ void TrainingLoop::start_or_resume() {
 }
 
 bool TrainingLoop::train_step(int64_t step) {
-  last_ = engine_.compute_gradients(step);
+  {
+    const TraceSpan span("compute", "gradients (forward, backward, reduction)");
+    last_ = engine_.compute_gradients(step);
+  }
   if (step + 1 == nan_step_) last_.loss = std::nan("");
   const double loss = last_.loss, norm = last_.norm;
   if (!std::isfinite(loss) || !std::isfinite(norm)) {
@@ -219,6 +226,7 @@ bool TrainingLoop::train_step(int64_t step) {
     ++skipped_;
     return false;
   }
+  const TraceSpan span("compute", "update (clip, optimizer)");
   Stopwatch update;  // clipping and the optimizer: compute of this rank
   if (config_.train.grad_clip > 0) {
     const float scale = clip_scale(norm, static_cast<float>(config_.train.grad_clip));
@@ -362,6 +370,27 @@ void TrainingLoop::add_energy_summary() {
             measured ? "RAPL package counters" : summary_["energy_source"].get<std::string>());
 }
 
+// Collective over the world: ends the trace window and has rank 0 write every rank's spans to
+// trace.json (Chrome trace format, monitor/trace.h).
+void TrainingLoop::write_trace() {
+  const nlohmann::json mine = Tracer::instance().stop(rank_);
+  std::vector<nlohmann::json> all;
+  if (ctx_.group.world) {
+    for (const std::string& text : all_gather_strings(*ctx_.group.world, mine.dump())) {
+      all.push_back(nlohmann::json::parse(text));  // this job's own ranks
+    }
+  } else {
+    all.push_back(mine);
+  }
+  if (rank_ != 0) return;
+  const std::string path = ctx_.folder.root + "/trace.json";
+  write_file_atomic(path, chrome_trace(all).dump() + "\n");
+  log_.info(
+      "trace of steps {} to {} of every rank in {} (open it in Perfetto or "
+      "chrome://tracing)",
+      config_.monitor.trace_steps[0], config_.monitor.trace_steps[1], path);
+}
+
 // Collective over the world: every rank's peak resident memory, in MiB (world order).
 std::vector<double> TrainingLoop::peak_rss_mib_per_rank() {
   const double mine = peak_rss_mib();
@@ -383,9 +412,15 @@ int TrainingLoop::run() {
   Stopwatch run_watch;
   int64_t last_saved = start_step_;
   if (rapl_) rapl_->joules_since_last();  // the first step's energy starts here
+  const std::vector<int64_t>& trace = config_.monitor.trace_steps;
   for (int64_t step = start_step_; step < end; ++step) {
+    // The window opens at its first step, or at the first step of a run resumed inside it.
+    if (!trace.empty() && step + 1 == std::max(trace[0], start_step_ + 1)) {
+      Tracer::instance().start();
+    }
     const std::optional<OpCounters> before = engine_.comm_totals();
     Stopwatch step_watch;
+    TraceSpan step_span("step", fmt::format("step {}", step + 1));
     const bool applied = train_step(step);
     const int64_t done = step + 1;
     const double lr = lr_at(schedule_, step);
@@ -413,11 +448,13 @@ int TrainingLoop::run() {
       rec["comm_rounds"] = after.rounds - before->rounds;
     }
     if (t.eval_every > 0 && done % t.eval_every == 0 && done != t.steps) {
+      const TraceSpan span("eval", "evaluation");
       Stopwatch eval;
       eval_and_record(done, false);
       times.eval_s = eval.seconds();
     }
     if (t.ckpt_every > 0 && done % t.ckpt_every == 0) {
+      const TraceSpan span("checkpoint", "checkpoint (blocking part)");
       checkpoint(done);
       times.checkpoint_s = ckpt_->last_blocking_s();
       last_saved = done;
@@ -441,6 +478,8 @@ int TrainingLoop::run() {
                                    .tokens_per_s = tokens_per_step / step_s,
                                    .ms_per_step = step_s * 1e3,
                                    .eta_s = avg_s * static_cast<double>(end - done)}));
+    { TraceSpan closed = std::move(step_span); }  // the step's span ends here
+    if (!trace.empty() && done == std::min(trace[1], end) && done >= trace[0]) write_trace();
   }
   progress_.interrupt();
   if (end < t.steps) {

@@ -7,6 +7,7 @@
 
 #include "brigade/base/check.h"
 #include "brigade/comm/gloo/gloo_collectives.h"
+#include "brigade/monitor/trace.h"
 
 namespace brigade::detail {
 
@@ -71,6 +72,10 @@ class P2PWork final : public Work {
     }
     GlooShared& s = *st_->shared;
     const auto start = Clock::now();
+    // The wait for the transfer, on the thread that waits (the pipeline's, inside its action).
+    TraceSpan span("comm", st_->is_send ? "send" : "recv");
+    span.set("group", s.name);
+    span.set("bytes", st_->op.bytes);
     try {
       bool ok = st_->is_send ? st_->buffer->waitSend(s.timeout) : st_->buffer->waitRecv(s.timeout);
       if (!ok) throw CommError(CommError::Kind::kOther, "transfer aborted");
@@ -109,6 +114,7 @@ std::unique_ptr<Work> GlooCommunicator::enqueue(OpDesc op, std::function<Traffic
   std::shared_ptr<GlooShared> s = shared_;
   auto state = queue_.submit([s, op = std::move(op), body = std::move(body)] {
     s->throw_if_broken(op);
+    TraceSpan span("comm", op_kind_name(op.kind));
     const auto start = Clock::now();
     Traffic t;
     try {
@@ -119,6 +125,9 @@ std::unique_ptr<Work> GlooCommunicator::enqueue(OpDesc op, std::function<Traffic
       throw e;
     }
     s->stats.record(op.kind, t.sent, t.received, t.rounds);
+    span.set("group", s->name);
+    span.set("bytes_sent", t.sent);
+    span.set("bytes_received", t.received);
   });
   return std::make_unique<QueuedWork>(std::move(state));
 }

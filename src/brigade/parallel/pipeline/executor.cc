@@ -2,11 +2,14 @@
 // executor.h.
 #include "brigade/parallel/pipeline/executor.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
+#include "brigade/monitor/trace.h"
 
 namespace brigade {
 
@@ -195,6 +198,9 @@ StepStats PipelineExecutor::run_step() {
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action& a = actions[i];
     post_input_recv(i + 1);  // overlaps the next forward's input with this action
+    const TraceSpan span = TraceSpan::lazy("pipeline", [&] {
+      return fmt::format("{} mb {} chunk {}", action_kind_name(a.kind), a.mb, a.chunk);
+    });
     switch (a.kind) {
       case ActionKind::kForward:
         forward(a, stats);
