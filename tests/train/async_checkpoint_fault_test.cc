@@ -139,8 +139,11 @@ TEST_F(AsyncCheckpointFault, FinalSaveIsRetriedAfterAShortWait) {
 // metrics.jsonl on a full disk: the first failed record is logged once, every one is counted,
 // and the file holds only whole records (a torn line is cut off again).
 TEST_F(AsyncCheckpointFault, MetricsWriteFailuresAreReportedOnceAndCounted) {
-  detail::set_io_fault(
-      detail::IoFault{.op = detail::IoOp::kAppend, .nth = 4, .error = ENOSPC, .torn = true});
+  detail::set_io_fault(detail::IoFault{.op = detail::IoOp::kAppend,
+                                       .nth = 4,
+                                       .error = ENOSPC,
+                                       .torn = true,
+                                       .path_contains = "metrics.jsonl"});
   ASSERT_EQ(train_run("metrics", 10), 0);
   detail::set_io_fault(std::nullopt);
   // 1 start event + 10 step records + 1 final evaluation + 1 summary = 13 records, of which

@@ -63,7 +63,9 @@ class CheckpointIntegrity : public ::testing::Test {
     const std::string log = read_file(root(out) + "/train.log");
     EXPECT_NE(log.find("resumed from " + ckpt(out, resumed_step) + " at step"), std::string::npos)
         << log;
-    if (!rejected.empty()) EXPECT_NE(log.find(rejected), std::string::npos) << log;
+    if (!rejected.empty()) {
+      EXPECT_NE(log.find(rejected), std::string::npos) << log;
+    }
     // metrics.jsonl: the steps trained twice are marked, so each step counts once.
     std::map<int64_t, int> live;
     std::istringstream metrics(read_file(root(out) + "/metrics.jsonl"));

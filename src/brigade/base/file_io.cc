@@ -33,12 +33,17 @@ FaultState& fault_state() {
   return state;
 }
 
-// Counts a call of kind op and returns the errno it must fail with, or 0. torn is set when a
-// failing write should first write half of its bytes.
-int injected_error(IoOp op, bool* torn) {
+// Counts a call of kind op on `path` and returns the errno it must fail with, or 0. torn is set
+// when a failing write should first write half of its bytes. A fault with a path filter counts
+// and fails only the calls on paths that contain it.
+int injected_error(IoOp op, bool* torn, std::string_view path = {}) {
   FaultState& s = fault_state();
-  const int64_t n = ++s.counts[static_cast<size_t>(op)];
   std::lock_guard<std::mutex> lock(s.mu);
+  if (s.fault && s.fault->path_contains &&
+      path.find(s.fault->path_contains) == std::string_view::npos) {
+    return 0;
+  }
+  const int64_t n = ++s.counts[static_cast<size_t>(op)];
   if (!s.fault || s.fault->op != op) return 0;
   const bool hit = s.fault->once ? n == s.fault->nth : n >= s.fault->nth;
   if (!hit) return 0;
@@ -81,9 +86,10 @@ int raw_write_all(int fd, const char* p, size_t n) {
   return 0;
 }
 
-int write_all(int fd, const char* p, size_t n, detail::IoOp op = detail::IoOp::kWrite) {
+int write_all(int fd, const char* p, size_t n, detail::IoOp op = detail::IoOp::kWrite,
+              std::string_view path = {}) {
   bool torn = false;
-  if (int err = detail::injected_error(op, &torn)) {
+  if (int err = detail::injected_error(op, &torn, path)) {
     if (torn && n > 1) (void)raw_write_all(fd, p, n / 2);  // what a filling disk still takes
     return err;
   }
@@ -145,7 +151,7 @@ DurableFileWriter::~DurableFileWriter() {
 
 void DurableFileWriter::append(const void* data, size_t n) {
   if (fd_ < 0) throw IoError("write to closed file " + path_);
-  if (int err = write_all(fd_, static_cast<const char*>(data), n)) {
+  if (int err = write_all(fd_, static_cast<const char*>(data), n, detail::IoOp::kWrite, path_)) {
     throw_errno("cannot write", path_, err);
   }
   digest_.crc32 = crc32_update(digest_.crc32, data, n);
@@ -176,7 +182,7 @@ AppendFile::~AppendFile() {
 
 int AppendFile::append(std::string_view bytes) {
   const off_t before = ::lseek(fd_, 0, SEEK_END);
-  const int err = write_all(fd_, bytes.data(), bytes.size(), detail::IoOp::kAppend);
+  const int err = write_all(fd_, bytes.data(), bytes.size(), detail::IoOp::kAppend, path_);
   if (err != 0 && before >= 0) (void)::ftruncate(fd_, before);  // drop the torn record
   return err;
 }

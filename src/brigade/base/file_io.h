@@ -123,6 +123,9 @@ struct IoFault {
   int error = ENOSPC;
   bool torn = true;
   bool once = false;
+  // Non-null: only writes to files whose path contains this are counted and failed (one file
+  // of several a run appends to, say metrics.jsonl but not the TensorBoard events).
+  const char* path_contains = nullptr;  // a literal: it must outlive the fault
 };
 
 // Installs (or with nullopt removes) the fault and resets the call counters. Thread-safe.

@@ -38,7 +38,7 @@ struct ShardPieceEntry {
   // Never in a manifest: set by ShardedCheckpointReader::add_flat_views for a piece that is a
   // stretch of a stored 1-D tensor, starting at this element of it (region.numel() elements),
   // rather than the whole stored tensor.
-  std::optional<int64_t> view_offset;
+  int64_t view_offset = -1;  // -1: the piece is the whole stored tensor
 };
 
 struct ShardTensorEntry {

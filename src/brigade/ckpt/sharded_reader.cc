@@ -159,9 +159,9 @@ const SafetensorsFile& ShardedCheckpointReader::file(const std::string& filename
         if (p.file != filename) continue;
         const bool holds =
             f->contains(p.key) && f->info(p.key).dtype == t.dtype &&
-            (p.view_offset ? f->info(p.key).shape.size() == 1 &&
-                                 *p.view_offset + p.region.numel() <= f->info(p.key).shape[0]
-                           : f->info(p.key).shape == p.region.count);
+            (p.view_offset >= 0 ? f->info(p.key).shape.size() == 1 &&
+                                      p.view_offset + p.region.numel() <= f->info(p.key).shape[0]
+                                : f->info(p.key).shape == p.region.count);
         if (!holds) {
           throw CheckpointError(f->path() + ": does not hold piece '" + p.key + "' of tensor '" +
                                 name + "' as " + st_dtype_name(t.dtype) + " " +
@@ -197,7 +197,7 @@ void ShardedCheckpointReader::read(const std::string& name, const Region& region
     if (overlap.empty()) continue;
     const SafetensorsFile& f = file(p.file);
     try {
-      const int64_t first = p.view_offset.value_or(0);
+      const int64_t first = std::max<int64_t>(p.view_offset, 0);
       for (const RegionOverlap& o : overlap) {
         f.read_raw_range(p.key, dst + o.b_offset * esize, (first + o.a_offset) * esize,
                          o.length * esize);
@@ -233,7 +233,7 @@ bool ShardedCheckpointReader::add_flat_views(const std::string& flat,
                           .file = p.file,
                           .key = p.key,
                           .region = Region::range(lo - s.offset, hi - s.offset),
-                          .view_offset = p.view_offset.value_or(0) + (lo - begin)});
+                          .view_offset = std::max<int64_t>(p.view_offset, 0) + (lo - begin)});
     }
     if (const auto err = shard_coverage_error(t)) {
       throw CheckpointError(dir_ + ": flat tensor '" + flat + "' does not cover '" + s.name +
