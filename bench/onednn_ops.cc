@@ -183,10 +183,12 @@ int run(const Options& o) {
         nullptr);
     f.diff = max_diff(y_hand, y_dnnl);
     rows.push_back(f);
-    const Args bargs{{DNNL_ARG_SRC, mx},          {DNNL_ARG_MEAN, mmean},
-                     {DNNL_ARG_VARIANCE, mvar},   {DNNL_ARG_DIFF_DST, mdy},
-                     {DNNL_ARG_SCALE, mw},        {DNNL_ARG_DIFF_SRC, mtdx},
-                     {DNNL_ARG_DIFF_SCALE, mtdw}, {DNNL_ARG_DIFF_SHIFT, mtdb}};
+    // oneDNN 2.6's backward also wants the shift when use_shift is set (it fails to execute
+    // without it, though the shift does not enter any gradient).
+    const Args bargs{
+        {DNNL_ARG_SRC, mx},        {DNNL_ARG_MEAN, mmean},      {DNNL_ARG_VARIANCE, mvar},
+        {DNNL_ARG_DIFF_DST, mdy},  {DNNL_ARG_SCALE, mw},        {DNNL_ARG_SHIFT, mb},
+        {DNNL_ARG_DIFF_SRC, mtdx}, {DNNL_ARG_DIFF_SCALE, mtdw}, {DNNL_ARG_DIFF_SHIFT, mtdb}};
     Row b = compare(
         "layernorm_backward (+=)", o.reps,
         [&] {

@@ -5,20 +5,20 @@
 #include <atomic>
 
 #include "brigade/base/check.h"
-#include "brigade/kernels/cpu/gemm_registry.h"
+#include "brigade/kernels/cpu/backend_registry.h"
 
 namespace brigade {
 
 namespace {
 
-const detail::GemmOps& ops_of(GemmBackend backend) {
-  return backend == GemmBackend::kOpenBlas ? detail::openblas_gemm_ops()
-                                           : detail::onednn_gemm_ops();
+const detail::BackendOps& ops_of(GemmBackend backend) {
+  return backend == GemmBackend::kOpenBlas ? detail::openblas_backend_ops()
+                                           : detail::onednn_backend_ops();
 }
 
 // Relaxed: the backend is chosen before kernels run; the atomic only keeps the read well defined.
 std::atomic<GemmBackend> g_backend{GemmBackend::kOneDnn};
-std::atomic<const detail::GemmOps*> g_ops{nullptr};  // ops_of(g_backend), filled on first use
+std::atomic<const detail::BackendOps*> g_ops{nullptr};  // ops_of(g_backend), filled on first use
 std::atomic<int> g_threads{1};
 
 }  // namespace
@@ -50,16 +50,23 @@ void set_blas_threads(int n) {
   BRIGADE_CHECK(n >= 1) << "blas threads " << n;
   g_threads.store(n, std::memory_order_relaxed);
   // Both libraries, so that switching the backend later keeps the thread count.
-  detail::openblas_gemm_ops().set_threads(n);
-  detail::onednn_gemm_ops().set_threads(n);
+  detail::openblas_backend_ops().set_threads(n);
+  detail::onednn_backend_ops().set_threads(n);
 }
 
 std::string gemm_backend_description() {
-  const detail::GemmOps& ops = ops_of(gemm_backend());
+  const detail::BackendOps& ops = ops_of(gemm_backend());
   const int n = blas_threads();
   return std::string(ops.name) + " (" + ops.library() + ", " + std::to_string(n) +
          (n == 1 ? " thread)" : " threads)");
 }
+
+namespace detail {
+const BackendOps& selected_backend_ops() {
+  const BackendOps* ops = g_ops.load(std::memory_order_relaxed);
+  return ops != nullptr ? *ops : ops_of(gemm_backend());
+}
+}  // namespace detail
 
 int blas_threads() {
   return g_threads.load(std::memory_order_relaxed);
@@ -81,9 +88,8 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
     }
     return;
   }
-  const detail::GemmOps* ops = g_ops.load(std::memory_order_relaxed);
-  if (ops == nullptr) ops = &ops_of(gemm_backend());
-  ops->sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  detail::selected_backend_ops().sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                                       ldc);
 }
 
 }  // namespace brigade

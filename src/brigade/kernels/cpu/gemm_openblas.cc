@@ -5,7 +5,7 @@
 #include <string>
 
 #include "brigade/base/check.h"
-#include "brigade/kernels/cpu/gemm_registry.h"
+#include "brigade/kernels/cpu/backend_registry.h"
 
 namespace brigade::detail {
 
@@ -37,8 +37,12 @@ std::string openblas_library() {
 
 }  // namespace
 
-const GemmOps& openblas_gemm_ops() {
-  static const GemmOps ops{"openblas", openblas_sgemm, openblas_set_threads, openblas_library};
+const BackendOps& openblas_backend_ops() {
+  // GELU and LayerNorm stay brigade's own kernels.
+  static const BackendOps ops{.name = "openblas",
+                              .sgemm = openblas_sgemm,
+                              .set_threads = openblas_set_threads,
+                              .library = openblas_library};
   return ops;
 }
 
