@@ -12,7 +12,9 @@
 //     takes the variance: both are kept by the oneDNN side, nothing is converted.
 // Primitives and memory objects are created before timing; only execute is timed. Rounds
 // alternate hand-written and oneDNN, and the medians are reported with their ratio. Both sides
-// are checked against each other (max |difference|), so a fast wrong answer shows.
+// are checked against each other (max |difference|), so a fast wrong answer shows. A second table
+// times the kernels of kernels/cpu themselves under each backend: what the model runs (oneDNN's
+// in fixed-size chunks, pointwise_onednn.cc).
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "brigade/kernels/cpu/gelu.h"
+#include "brigade/kernels/cpu/gemm_backend.h"
 #include "brigade/kernels/cpu/layernorm.h"
 #include "brigade/kernels/cpu/softmax.h"
 #include "brigade/monitor/timer.h"
@@ -102,6 +105,9 @@ Row compare(const std::string& op, int reps, const std::function<void()>& hand,
 
 int run(const Options& o) {
   omp_set_num_threads(o.threads);  // oneDNN's threads (the Debian build is OpenMP)
+  // The "hand" column calls the kernels of kernels/cpu, which dispatch to the selected backend:
+  // the OpenBLAS one keeps brigade's own GELU, LayerNorm and softmax.
+  set_gemm_backend(GemmBackend::kOpenBlas);
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
   const memory::data_type f32 = memory::data_type::f32;
@@ -244,6 +250,40 @@ int run(const Options& o) {
     rows.push_back(b);
   }
 
+  // ---- The kernels as brigade calls them: each backend's gelu_* / layernorm_* ----
+  // (train.kernels = "onednn" runs them through pointwise_onednn.cc, in fixed-size chunks.)
+  std::vector<Row> kernels;
+  {
+    const int64_t n = N * 4 * C;
+    auto x = filled(n, 1, 3.0f), dy = filled(n, 2), lx = filled(N * C, 3, 2.0f),
+         ldy = filled(N * C, 6), w = filled(C, 4), bias = filled(C, 5);
+    std::vector<float> y(n), dx(n), ly(N * C), mean(N), rstd(N), ldx(N * C), dw(C), db(C);
+    const auto on = [](GemmBackend b, const std::function<void()>& f) {
+      return [b, f] {
+        set_gemm_backend(b);
+        f();
+        set_gemm_backend(GemmBackend::kOpenBlas);
+      };
+    };
+    const std::function<void()> ops[] = {
+        [&] { gelu_forward(y.data(), x.data(), n); },
+        [&] { gelu_backward(dx.data(), x.data(), dy.data(), n); },
+        [&] {
+          layernorm_forward(ly.data(), mean.data(), rstd.data(), lx.data(), w.data(), bias.data(),
+                            N, C);
+        },
+        [&] {
+          layernorm_backward(ldx.data(), dw.data(), db.data(), ldy.data(), lx.data(), w.data(),
+                             mean.data(), rstd.data(), N, C);
+        }};
+    const char* names[] = {"gelu_forward", "gelu_backward", "layernorm_forward",
+                           "layernorm_backward"};
+    for (int k = 0; k < 4; ++k) {
+      kernels.push_back(compare(names[k], o.reps, on(GemmBackend::kOpenBlas, ops[k]),
+                                on(GemmBackend::kOneDnn, ops[k]), nullptr));
+    }
+  }
+
   const dnnl_version_t* v = dnnl_version();
   fmt::print("oneDNN {}.{}.{} ({} thread(s)), rows {}, C {}, median of {} alternating reps each\n",
              v->major, v->minor, v->patch, o.threads, N, C, o.reps);
@@ -253,6 +293,12 @@ int run(const Options& o) {
     fmt::print("{:<30} {:>10.3f} {:>10.3f} {:>14} {:>8.2f}x {:>11.2e}\n", r.op, r.hand_ms,
                r.dnnl_ms, r.dnnl_write_ms < 0 ? "" : fmt::format("{:.3f}", r.dnnl_write_ms),
                r.hand_ms / r.dnnl_ms, r.diff);
+  }
+  fmt::print("\nas the kernels run in the model (kernels/cpu, each backend's path):\n");
+  fmt::print("{:<30} {:>10} {:>10} {:>9}\n", "kernel", "openblas", "onednn", "ratio");
+  for (const Row& r : kernels) {
+    fmt::print("{:<30} {:>10.3f} {:>10.3f} {:>8.2f}x\n", r.op, r.hand_ms, r.dnnl_ms,
+               r.hand_ms / r.dnnl_ms);
   }
   return 0;
 }

@@ -292,6 +292,7 @@ int run(const Options& opt) {
   for (int64_t i = 0; i < opt.warmup; ++i) {
     for (Arm& arm : arms) round(arm, false);
   }
+  const detail::OneDnnGemmStats warm = detail::onednn_gemm_stats();
   for (Arm& arm : arms) {
     arm.profiler.reset();
     arm.gemms->reset_times();
@@ -367,9 +368,10 @@ int run(const Options& opt) {
   }
   if (const detail::OneDnnGemmStats st = detail::onednn_gemm_stats(); st.calls > 0) {
     fmt::print(
-        "oneDNN        {} calls, {} primitives (one per shape, created in warm-up), {} KiB "
-        "scratchpads\n",
-        st.calls, st.primitives_created, st.scratchpad_bytes / 1024);
+        "oneDNN        {} primitives ({} KiB scratchpads), {} created in the timed rounds; {} GEMM "
+        "calls, {} of them with run-time shapes\n",
+        st.primitives_created, st.scratchpad_bytes / 1024,
+        st.primitives_created - warm.primitives_created, st.calls, st.runtime_calls);
   }
   fmt::print("load avg      {}\n", loadavg());
   return 0;
