@@ -44,7 +44,7 @@
 
 #include "brigade/comm/comm_factory.h"
 #include "brigade/comm/file_store.h"
-#include "brigade/kernels/cpu/matmul.h"
+#include "brigade/kernels/cpu/gemm_backend.h"
 #include "brigade/model/gpt_stage.h"
 #include "brigade/parallel/pipeline/executor.h"
 #include "brigade/parallel/pipeline/layer_partition.h"

@@ -1,19 +1,20 @@
-// Single-process training-step benchmark: how close does one GPT training step (forward,
-// backward, gradient clipping, AdamW) come to the single-thread sgemm throughput of the same
-// machine, measured in the same run?
+// Single-process training-step benchmark, on each GEMM backend side by side: how fast is one
+// GPT training step (forward, backward, gradient clipping, AdamW) on oneDNN and on OpenBLAS,
+// how fast are the step's GEMMs alone on each, and how close does the step come to its GEMMs?
 //
-// The reference is the GEMM mix of the step itself: every linear-layer product the model
-// runs in one step (forward out = x W^T, backward dx += dy W and dW += dy^T x, for c_attn,
-// attn.c_proj, mlp.c_fc and mlp.c_proj of each layer and the tied head), issued as plain
-// cblas_sgemm calls on buffers of the same shapes. Its GFLOP/s is what the step would reach
-// if everything it does ran as fast as OpenBLAS runs its largest products. The machine is
-// shared and noisy, so the two are interleaved round by round (one training step, then one
-// sgemm set) and the headline ratio is the median of the per-round ratios.
+// The GEMM reference is the mix of the step itself: every linear-layer product the model runs
+// in one step (forward out = x W^T, backward dx += dy W and dW += dy^T x, for c_attn,
+// attn.c_proj, mlp.c_fc and mlp.c_proj of each layer and the tied head), issued as gemm() calls
+// (kernels/cpu/gemm_backend.h) on buffers of the same shapes, with the backend of the arm. Its
+// GFLOP/s is what the step would reach if everything it does ran as fast as that library runs
+// its largest products. The machine is shared and noisy, so everything is interleaved round by
+// round (for each backend: one training step, then one GEMM set; each backend trains its own
+// copy of the model from the same initialisation on the same batches) and the headline figures
+// are medians of per-round ratios.
 //
 // Achieved FLOP/s counts Model::flops_per_example (6 N T + 12 L C T^2 per sequence, PaLM's
 // formula: N = parameters except wpe; attention without a causal discount) over the wall
 // time of the step.
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -27,7 +28,8 @@
 #include <vector>
 
 #include "brigade/base/error.h"
-#include "brigade/kernels/cpu/matmul.h"
+#include "brigade/kernels/cpu/gemm_backend.h"
+#include "brigade/kernels/cpu/gemm_onednn.h"
 #include "brigade/model/gpt.h"
 #include "brigade/monitor/op_profiler.h"
 #include "brigade/monitor/timer.h"
@@ -47,9 +49,10 @@ struct Options {
   int64_t warmup = 2;
   int threads = 1;
   bool random_tokens = false;
+  std::vector<std::string> backends = {"onednn", "openblas"};
 };
 
-// One linear layer's three GEMMs (all row-major, as kernels/cpu/matmul.cc issues them).
+// One linear layer's three GEMMs (row-major, exactly as kernels/cpu/matmul.cc issues them).
 struct GemmShape {
   std::string name;  // "mlp.c_fc (2048x256 -> 1024)"
   int64_t N, C, OC;  // inp (N,C), weight (OC,C)
@@ -84,17 +87,16 @@ class GemmSet {
     Stopwatch all;
     for (GemmShape& s : shapes_) {
       Stopwatch watch;
-      const int n = static_cast<int>(s.N), c = static_cast<int>(s.C), oc = static_cast<int>(s.OC);
+      const int64_t n = s.N, c = s.C, oc = s.OC;
       for (int64_t k = 0; k < s.count; ++k) {
         // forward: out (N,OC) = inp (N,C) @ weight (OC,C)^T
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, oc, c, 1.0f, inp_.data(), c,
-                    weight_.data(), c, 0.0f, out_.data(), oc);
+        gemm(false, true, n, oc, c, 1.0f, inp_.data(), c, weight_.data(), c, 0.0f, out_.data(), oc);
         // backward: dinp (N,C) += dout (N,OC) @ weight (OC,C)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, c, oc, 1.0f, out_.data(), oc,
-                    weight_.data(), c, 1.0f, dinp_.data(), c);
+        gemm(false, false, n, c, oc, 1.0f, out_.data(), oc, weight_.data(), c, 1.0f, dinp_.data(),
+             c);
         // backward: dweight (OC,C) += dout (N,OC)^T @ inp (N,C)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, oc, c, n, 1.0f, out_.data(), oc,
-                    inp_.data(), c, 1.0f, dweight_.data(), c);
+        gemm(true, false, oc, c, n, 1.0f, out_.data(), oc, inp_.data(), c, 1.0f, dweight_.data(),
+             c);
       }
       s.seconds += watch.seconds();
     }
@@ -153,6 +155,21 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// One backend's side of the comparison: its own model, optimizer, data stream, profiler and
+// GEMM set, and its timings.
+struct Arm {
+  GemmBackend backend;
+  std::unique_ptr<Gpt> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<DataLoader> loader;
+  Batch batch;
+  OpProfiler profiler;
+  std::unique_ptr<GemmSet> gemms;
+  int64_t step = 0;
+  double last_loss = 0;
+  std::vector<double> step_s, gemm_s, ratios;
+};
+
 int run(const Options& opt) {
   Config config = load_config(opt.config);
   config.validate();
@@ -165,9 +182,6 @@ int run(const Options& opt) {
                      .n_head = config.model.n_head};
   const int64_t B = config.train.micro_batch, T = config.context();
   set_blas_threads(opt.threads);
-
-  Gpt model(mc, B);
-  model.initialize(static_cast<uint64_t>(config.run.seed));
   OptimizerConfig oc{.name = config.train.optimizer,
                      .beta1 = static_cast<float>(config.train.beta1),
                      .beta2 = static_cast<float>(config.train.beta2),
@@ -175,140 +189,191 @@ int run(const Options& opt) {
                      .weight_decay = static_cast<float>(config.train.weight_decay),
                      .momentum = static_cast<float>(config.train.momentum),
                      .nesterov = config.train.nesterov};
-  auto optimizer = make_optimizer(oc, model.layout(), 0, model.num_params());
 
   // Data: the config's corpus through the project's loader, or uniform random tokens.
   TrainingData data;
-  std::unique_ptr<DataLoader> loader;
-  Batch batch;
+  Batch random_batch;
   std::string data_desc;
   if (opt.random_tokens) {
-    batch.size = B;
-    batch.seq_len = T;
-    batch.tokens.resize(static_cast<size_t>(B * T));
-    batch.targets.resize(static_cast<size_t>(B * T));
+    random_batch.size = B;
+    random_batch.seq_len = T;
+    random_batch.tokens.resize(static_cast<size_t>(B * T));
+    random_batch.targets.resize(static_cast<size_t>(B * T));
     const auto seed = static_cast<uint64_t>(config.run.seed);
     const auto vocab = static_cast<float>(mc.vocab);
     auto token = [&](uint64_t key, size_t i) {
       return std::min(static_cast<int32_t>(random_uniform(seed, key, i) * vocab),
                       static_cast<int32_t>(mc.vocab - 1));
     };
-    for (size_t i = 0; i < batch.tokens.size(); ++i) {
-      batch.tokens[i] = token(hash_name("bench.tokens"), i);
-      batch.targets[i] = token(hash_name("bench.targets"), i);
+    for (size_t i = 0; i < random_batch.tokens.size(); ++i) {
+      random_batch.tokens[i] = token(hash_name("bench.tokens"), i);
+      random_batch.targets[i] = token(hash_name("bench.targets"), i);
     }
     data_desc = "uniform random tokens";
   } else {
     data = load_training_data(config, run_folder_of(config));
-    loader = std::make_unique<DataLoader>(
-        *data.train,
-        SamplerOptions{.seed = static_cast<uint64_t>(config.run.seed), .micro_batch = B});
-    batch = loader->make_batch();
     data_desc = data.summary;
   }
 
-  OpProfiler profiler;
-  model.set_profiler(&profiler);
-  const int64_t n = model.num_params();
+  std::vector<Arm> arms(opt.backends.size());
+  for (size_t a = 0; a < arms.size(); ++a) {
+    Arm& arm = arms[a];
+    if (!parse_gemm_backend(opt.backends[a], &arm.backend))
+      throw ConfigError("--backends: unknown backend \"" + opt.backends[a] +
+                        "\" (onednn, openblas)");
+    arm.model = std::make_unique<Gpt>(mc, B);
+    arm.model->initialize(static_cast<uint64_t>(config.run.seed));
+    arm.optimizer = make_optimizer(oc, arm.model->layout(), 0, arm.model->num_params());
+    if (opt.random_tokens) {
+      arm.batch = random_batch;
+    } else {
+      arm.loader = std::make_unique<DataLoader>(
+          *data.train,
+          SamplerOptions{.seed = static_cast<uint64_t>(config.run.seed), .micro_batch = B});
+      arm.batch = arm.loader->make_batch();
+    }
+    arm.model->set_profiler(&arm.profiler);
+    arm.gemms = std::make_unique<GemmSet>(step_gemms(mc, B));
+  }
+  const int64_t n = arms.front().model->num_params();
   const float lr = static_cast<float>(config.train.lr);
-  int64_t step = 0;
-  double last_loss = 0;
-  auto train_step = [&] {
+  auto train_step = [&](Arm& arm) {
+    Gpt& model = *arm.model;
     {
-      ScopedOp op(&profiler, Op::kZeroGrads);
+      ScopedOp op(&arm.profiler, Op::kZeroGrads);
       model.zero_grads();
     }
-    if (loader) loader->next(batch, step, 0);
-    last_loss = model.forward(batch);
-    model.backward(batch, 1.0f);
+    if (arm.loader) arm.loader->next(arm.batch, arm.step, 0);
+    arm.last_loss = model.forward(arm.batch);
+    model.backward(arm.batch, 1.0f);
     if (config.train.grad_clip > 0) {
-      ScopedOp op(&profiler, Op::kGradNorm);
+      ScopedOp op(&arm.profiler, Op::kGradNorm);
       double norm = std::sqrt(grad_sum_squares(model.grads(), n));
       float scale = clip_scale(norm, static_cast<float>(config.train.grad_clip));
       if (scale < 1.0f) scale_grads(model.grads(), n, scale);
     }
     {
-      ScopedOp op(&profiler, Op::kOptimizer);
-      optimizer->step(model.params(), model.grads(), 0, n, lr, step + 1);
+      ScopedOp op(&arm.profiler, Op::kOptimizer);
+      arm.optimizer->step(model.params(), model.grads(), 0, n, lr, arm.step + 1);
     }
-    ++step;
+    ++arm.step;
   };
 
-  GemmSet gemms(step_gemms(mc, B));
-  const double step_flops = model.flops_per_example() * static_cast<double>(B);
+  const double step_flops = arms.front().model->flops_per_example() * static_cast<double>(B);
+  const double set_flops = arms.front().gemms->flops();
 
   fmt::print("config        {}\n", opt.config);
   fmt::print("model         gpt V={} T={} C={} L={} NH={}, {} parameters, micro-batch {}, {}\n",
              mc.vocab, T, mc.d_model, mc.n_layer, mc.n_head, n, B, config.train.optimizer);
   fmt::print("data          {}\n", data_desc);
-  fmt::print("machine       {} ({} logical CPUs), BLAS threads {}, load avg {}\n",
+  fmt::print("machine       {} ({} logical CPUs), GEMM threads {}, load avg {}\n",
              first_line_with("/proc/cpuinfo", "model name"), std::thread::hardware_concurrency(),
              opt.threads, loadavg());
-  fmt::print("openblas      {}\n", openblas_get_config());
+  for (const Arm& arm : arms) {
+    set_gemm_backend(arm.backend);
+    fmt::print("backend       {}\n", gemm_backend_description());
+  }
   fmt::print("flops/step    {:.2f} GFLOP (flops_per_example x B = (6 N T + 12 L C T^2) x B)\n",
              step_flops * 1e-9);
-  fmt::print("sgemm set     {:.2f} GFLOP (the step's linear-layer GEMMs, fwd + 2 bwd)\n",
-             gemms.flops() * 1e-9);
+  fmt::print("GEMM set      {:.2f} GFLOP (the step's linear-layer GEMMs, fwd + 2 bwd)\n",
+             set_flops * 1e-9);
 
-  for (int64_t i = 0; i < opt.warmup; ++i) {
-    train_step();
-    gemms.run();
-  }
-  profiler.reset();
-  gemms.reset_times();
-
-  std::vector<double> step_s, gemm_s, ratios;
-  for (int64_t i = 0; i < opt.steps; ++i) {
+  auto round = [&](Arm& arm, bool timed) {
+    set_gemm_backend(arm.backend);
     Stopwatch watch;
-    train_step();
-    step_s.push_back(watch.seconds());
-    gemm_s.push_back(gemms.run());
-    ratios.push_back((step_flops / step_s.back()) / (gemms.flops() / gemm_s.back()));
+    train_step(arm);
+    const double step_seconds = watch.seconds();
+    const double gemm_seconds = arm.gemms->run();
+    if (!timed) return;
+    arm.step_s.push_back(step_seconds);
+    arm.gemm_s.push_back(gemm_seconds);
+    arm.ratios.push_back((step_flops / step_seconds) / (set_flops / gemm_seconds));
+  };
+  for (int64_t i = 0; i < opt.warmup; ++i) {
+    for (Arm& arm : arms) round(arm, false);
   }
-  model.set_profiler(nullptr);
+  const detail::OneDnnGemmStats warm = detail::onednn_gemm_stats();
+  for (Arm& arm : arms) {
+    arm.profiler.reset();
+    arm.gemms->reset_times();
+  }
+  // Alternate which backend goes first, so neither always follows the other's cache state.
+  for (int64_t i = 0; i < opt.steps; ++i) {
+    for (size_t k = 0; k < arms.size(); ++k) {
+      round(arms[(k + static_cast<size_t>(i)) % arms.size()], true);
+    }
+  }
 
-  double step_total = 0, gemm_total = 0;
-  for (double s : step_s) step_total += s;
-  for (double s : gemm_s) gemm_total += s;
   const double steps = static_cast<double>(opt.steps);
-  const double achieved = step_flops * steps / step_total;
-  const double sgemm = gemms.flops() * steps / gemm_total;
   const double tokens = static_cast<double>(B * T);
-
-  fmt::print(
-      "\n{} timed rounds (1 training step + 1 sgemm set each) after {} warm-up; "
-      "last loss {:.4f}\n",
-      opt.steps, opt.warmup, last_loss);
-  fmt::print("step time     median {:.1f} ms, mean {:.1f} ms\n", 1e3 * median(step_s),
-             1e3 * step_total / steps);
-  fmt::print("tokens/s      {:.0f} (median step), {:.0f} (mean)\n", tokens / median(step_s),
-             tokens * steps / step_total);
-  fmt::print("achieved      {:.2f} GFLOP/s\n", achieved * 1e-9);
-  fmt::print("sgemm         {:.2f} GFLOP/s (model GEMM mix, single thread)\n", sgemm * 1e-9);
-  for (const GemmShape& s : gemms.shapes())
-    fmt::print("  {:<36} {:>7.2f} GFLOP/s\n", s.name, s.flops() * steps / s.seconds * 1e-9);
-  const double matmul_ms =
-      profiler.total_ms(Op::kMatmulForward) + profiler.total_ms(Op::kMatmulBackward);
-  fmt::print(
-      "matmul ops    {:.2f} GFLOP/s inside the model (same GEMM flops / profiled "
-      "matmul time)\n",
-      gemms.flops() * steps / (matmul_ms * 1e-3) * 1e-9);
-  fmt::print(
-      "ratio         {:.1f}% median of per-round ratios (min {:.1f}%, max {:.1f}%); "
-      "{:.1f}% of totals; target >= 60%\n",
-      100 * median(ratios), 100 * *std::min_element(ratios.begin(), ratios.end()),
-      100 * *std::max_element(ratios.begin(), ratios.end()), 100 * achieved / sgemm);
-  // The formula credits attention with the full T x T scores; a causal kernel needs about half.
   const double Tn = static_cast<double>(T), Cn = static_cast<double>(mc.d_model);
+  // The formula credits attention with the full T x T scores; a causal kernel needs about half.
   const double causal_flops =
       step_flops - 6.0 * static_cast<double>(mc.n_layer) * Cn * Tn * Tn * static_cast<double>(B);
-  fmt::print(
-      "              {:.1f}% of totals if attention is credited only its causal half "
-      "(6 L C T^2 per sequence instead of 12)\n",
-      100 * (causal_flops * steps / step_total) / sgemm);
+  fmt::print("\n{} timed rounds (per backend: 1 training step + 1 GEMM set) after {} warm-up\n",
+             opt.steps, opt.warmup);
+  for (Arm& arm : arms) {
+    arm.model->set_profiler(nullptr);
+    double step_total = 0, gemm_total = 0;
+    for (double v : arm.step_s) step_total += v;
+    for (double v : arm.gemm_s) gemm_total += v;
+    const double achieved = step_flops * steps / step_total;
+    const double sgemm = set_flops * steps / gemm_total;
+    fmt::print("\n== {} ==  last loss {:.4f}\n", gemm_backend_name(arm.backend), arm.last_loss);
+    fmt::print("step time     median {:.1f} ms, mean {:.1f} ms\n", 1e3 * median(arm.step_s),
+               1e3 * step_total / steps);
+    fmt::print("tokens/s      {:.0f} (median step), {:.0f} (mean)\n", tokens / median(arm.step_s),
+               tokens * steps / step_total);
+    fmt::print("achieved      {:.2f} GFLOP/s\n", achieved * 1e-9);
+    fmt::print("GEMM set      {:.2f} GFLOP/s (model GEMM mix, median round {:.2f})\n", sgemm * 1e-9,
+               set_flops / median(arm.gemm_s) * 1e-9);
+    for (const GemmShape& s : arm.gemms->shapes())
+      fmt::print("  {:<36} {:>7.2f} GFLOP/s\n", s.name, s.flops() * steps / s.seconds * 1e-9);
+    const double matmul_ms =
+        arm.profiler.total_ms(Op::kMatmulForward) + arm.profiler.total_ms(Op::kMatmulBackward);
+    fmt::print(
+        "matmul ops    {:.2f} GFLOP/s inside the model (same GEMM flops / profiled "
+        "matmul time)\n",
+        set_flops * steps / (matmul_ms * 1e-3) * 1e-9);
+    fmt::print(
+        "ratio         {:.1f}% median of per-round ratios step / GEMM set (min {:.1f}%, max "
+        "{:.1f}%); {:.1f}% of totals\n",
+        100 * median(arm.ratios), 100 * *std::min_element(arm.ratios.begin(), arm.ratios.end()),
+        100 * *std::max_element(arm.ratios.begin(), arm.ratios.end()), 100 * achieved / sgemm);
+    fmt::print(
+        "              {:.1f}% of totals if attention is credited only its causal half "
+        "(6 L C T^2 per sequence instead of 12)\n",
+        100 * (causal_flops * steps / step_total) / sgemm);
+    fmt::print("share of step time per op ({} steps):\n{}", opt.steps,
+               arm.profiler.format_report(step_total * 1e3));
+  }
+  if (arms.size() >= 2) {
+    // Per round, the first arm against each other one: the ratios of the same round are
+    // measured seconds apart, so the machine's drift largely cancels.
+    const Arm& a = arms[0];
+    for (size_t k = 1; k < arms.size(); ++k) {
+      const Arm& b = arms[k];
+      std::vector<double> step_speedup, gemm_speedup;
+      for (size_t i = 0; i < a.step_s.size(); ++i) {
+        step_speedup.push_back(b.step_s[i] / a.step_s[i]);
+        gemm_speedup.push_back(b.gemm_s[i] / a.gemm_s[i]);
+      }
+      fmt::print(
+          "\n{} vs {}: GEMM set {:.2f}x, training step {:.2f}x faster (medians of per-round "
+          "time ratios; step min {:.2f}x, max {:.2f}x)\n",
+          gemm_backend_name(a.backend), gemm_backend_name(b.backend), median(gemm_speedup),
+          median(step_speedup), *std::min_element(step_speedup.begin(), step_speedup.end()),
+          *std::max_element(step_speedup.begin(), step_speedup.end()));
+    }
+  }
+  if (const detail::OneDnnGemmStats st = detail::onednn_gemm_stats(); st.calls > 0) {
+    fmt::print(
+        "oneDNN        {} primitives ({} KiB scratchpads), {} created in the timed rounds; {} GEMM "
+        "calls, {} of them with run-time shapes\n",
+        st.primitives_created, st.scratchpad_bytes / 1024,
+        st.primitives_created - warm.primitives_created, st.calls, st.runtime_calls);
+  }
   fmt::print("load avg      {}\n", loadavg());
-  fmt::print("\nshare of step time per op ({} steps):\n{}", opt.steps,
-             profiler.format_report(step_total * 1e3));
   return 0;
 }
 
@@ -317,12 +382,15 @@ int run(const Options& opt) {
 
 int main(int argc, char** argv) {
   brigade::Options opt;
-  CLI::App app{"Single-process GPT training-step throughput vs single-thread sgemm"};
+  CLI::App app{"Single-process GPT training step and its GEMMs, on each GEMM backend"};
   app.add_option("--config", opt.config, "TOML config (default: configs/bench-small.toml)");
-  app.add_option("--steps", opt.steps, "timed rounds (training step + sgemm set)")
+  app.add_option("--steps", opt.steps, "timed rounds (per backend: training step + GEMM set)")
       ->check(CLI::PositiveNumber);
   app.add_option("--warmup", opt.warmup, "untimed rounds first")->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", opt.threads, "OpenBLAS threads")->check(CLI::PositiveNumber);
+  app.add_option("--threads", opt.threads, "GEMM threads (both backends)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--backends", opt.backends, "GEMM backends, compared side by side (first vs rest)")
+      ->delimiter(',');
   app.add_flag("--random-tokens", opt.random_tokens,
                "uniform random tokens instead of the config's corpus");
   CLI11_PARSE(app, argc, argv);

@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "brigade/base/error.h"
-#include "brigade/kernels/cpu/matmul.h"
+#include "brigade/kernels/cpu/gemm_backend.h"
 #include "brigade/model/gpt.h"
 #include "brigade/parallel/dp_strategy.h"
 #include "brigade/runtime/host_port.h"

@@ -5,7 +5,8 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libopenblas-dev          # sgemm for matmul
+  libopenblas-dev          # sgemm: the second GEMM backend (train.kernels = "openblas")
+  libdnnl-dev              # oneDNN matmul: the default GEMM backend
   libtoml11-dev            # config files
   nlohmann-json3-dev       # manifests, metrics, safetensors headers
   libcli11-dev             # command line

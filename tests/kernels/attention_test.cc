@@ -1,7 +1,8 @@
 // Blocked causal attention against a naive reference that materialises the full T x T score
 // matrix in double: forward (out and lse), backward by finite differences and by the naive
 // analytic formulas, and the accumulate contract. T is chosen around the block size
-// (kAttentionBlock = 64) so that partial blocks and several blocks per row are exercised.
+// (kAttentionBlock = 64) so that partial blocks and several blocks per row are exercised. Every
+// test runs on each GEMM backend (the tile products are gemm() calls).
 #include "brigade/kernels/cpu/attention.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <sstream>
 #include <vector>
 
+#include "gemm_backends.h"
 #include "grad_check.h"
 
 namespace brigade {
@@ -106,10 +108,13 @@ std::vector<double> naive_attention_backward(const std::vector<double>& qkv,
   return g;
 }
 
-class AttentionTest : public ::testing::TestWithParam<Shape> {};
+class AttentionTest : public ::testing::TestWithParam<std::tuple<GemmBackend, Shape>> {
+ protected:
+  test::ScopedGemmBackend backend_{std::get<0>(GetParam())};
+  const Shape s = std::get<1>(GetParam());
+};
 
 TEST_P(AttentionTest, ForwardMatchesNaive) {
-  const Shape s = GetParam();
   auto qkv = random_vector(s.B * s.T * 3 * s.C, 1, -1.5f, 1.5f);
   std::vector<float> out(s.B * s.T * s.C, 9.0f), lse(s.B * s.NH * s.T);
   attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.C, s.NH);
@@ -121,7 +126,6 @@ TEST_P(AttentionTest, ForwardMatchesNaive) {
 TEST_P(AttentionTest, ForwardStableForLargeScores) {
   // Scores of several hundred: exp() of them overflows unless the running max is subtracted,
   // and the max moves between blocks.
-  const Shape s = GetParam();
   auto qkv = random_vector(s.B * s.T * 3 * s.C, 2, -12.0f, 12.0f);
   std::vector<float> out(s.B * s.T * s.C), lse(s.B * s.NH * s.T);
   attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.C, s.NH);
@@ -132,7 +136,6 @@ TEST_P(AttentionTest, ForwardStableForLargeScores) {
 }
 
 TEST_P(AttentionTest, BackwardMatchesReferenceAndFiniteDifferences) {
-  const Shape s = GetParam();
   auto qkv = random_vector(s.B * s.T * 3 * s.C, 3, -1.5f, 1.5f);
   auto w = random_vector(s.B * s.T * s.C, 4);
   std::vector<float> out(s.B * s.T * s.C), lse(s.B * s.NH * s.T), dqkv(qkv.size());
@@ -162,7 +165,6 @@ TEST_P(AttentionTest, BackwardMatchesReferenceAndFiniteDifferences) {
 }
 
 TEST_P(AttentionTest, BackwardAccumulates) {
-  const Shape s = GetParam();
   auto qkv = random_vector(s.B * s.T * 3 * s.C, 6, -1.5f, 1.5f);
   auto dout = random_vector(s.B * s.T * s.C, 7);
   std::vector<float> out(s.B * s.T * s.C), lse(s.B * s.NH * s.T), g(qkv.size());
@@ -184,15 +186,13 @@ TEST_P(AttentionTest, BackwardAccumulates) {
 
 // T: one key, exactly one block, one past a block, two full blocks + 2 (T=130), and 70
 // (a full and a partial block). hs: 12 and 5 (not multiples of the 8-wide unrolling), 8, 16.
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
-                         ::testing::Values(Shape{2, 1, 8, 2}, Shape{2, 70, 36, 3},
-                                           Shape{2, 130, 32, 4}, Shape{1, 64, 16, 1},
-                                           Shape{1, 65, 10, 2}, Shape{2, 129, 24, 1}),
-                         [](const auto& info) {
-                           std::ostringstream os;
-                           os << info.param;
-                           return os.str();
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionTest,
+    ::testing::Combine(test::kGemmBackends,
+                       ::testing::Values(Shape{2, 1, 8, 2}, Shape{2, 70, 36, 3},
+                                         Shape{2, 130, 32, 4}, Shape{1, 64, 16, 1},
+                                         Shape{1, 65, 10, 2}, Shape{2, 129, 24, 1})),
+    test::BackendShapeName{});
 
 }  // namespace
 }  // namespace brigade

@@ -1,5 +1,6 @@
 // layernorm_forward / layernorm_backward against a naive double LayerNorm and finite
-// differences of it; checks the saved mean/rstd and the accumulate contract.
+// differences of it; checks the saved mean/rstd and the accumulate contract. Each runs on both
+// backends (oneDNN's layer_normalization under "onednn", the hand-written kernel otherwise).
 #include "brigade/kernels/cpu/layernorm.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,8 @@
 #include <sstream>
 #include <vector>
 
+#include "brigade/kernels/cpu/gemm_onednn.h"
+#include "gemm_backends.h"
 #include "grad_check.h"
 
 namespace brigade {
@@ -46,10 +49,14 @@ std::ostream& operator<<(std::ostream& os, const Shape& s) {
   return os << "N" << s.N << "_C" << s.C;
 }
 
-class LayerNormTest : public ::testing::TestWithParam<Shape> {};
+class LayerNormTest : public ::testing::TestWithParam<std::tuple<GemmBackend, Shape>> {
+ protected:
+  test::ScopedGemmBackend backend_{std::get<0>(GetParam())};
+  const Shape shape_ = std::get<1>(GetParam());
+};
 
 TEST_P(LayerNormTest, ForwardMatchesNaive) {
-  const auto [N, C] = GetParam();
+  const auto [N, C] = shape_;
   // An offset mean checks that the variance does not suffer from cancellation.
   auto x = random_vector(N * C, 1, 3.0f, 5.0f), w = random_vector(C, 2), b = random_vector(C, 3);
   std::vector<float> out(N * C), mean(N), rstd(N);
@@ -61,7 +68,7 @@ TEST_P(LayerNormTest, ForwardMatchesNaive) {
 }
 
 TEST_P(LayerNormTest, BackwardMatchesFiniteDifferencesAndAccumulates) {
-  const auto [N, C] = GetParam();
+  const auto [N, C] = shape_;
   auto x = random_vector(N * C, 4, -2.0f, 2.0f), w = random_vector(C, 5, 0.5f, 1.5f);
   auto b = random_vector(C, 6), wout = random_vector(N * C, 7);
   std::vector<float> out(N * C), mean(N), rstd(N);
@@ -102,15 +109,33 @@ TEST_P(LayerNormTest, BackwardMatchesFiniteDifferencesAndAccumulates) {
   EXPECT_TRUE(test::accumulated(tb, db, db, 1e-5));
 }
 
-// C below, at and above the 8-wide unrolling of the row reductions.
+// C below, at and above the 8-wide unrolling of the row reductions; N = 16 is one of oneDNN's
+// row blocks exactly, N = 300 takes a 256-row block, two 16-row blocks and a padded tail.
 INSTANTIATE_TEST_SUITE_P(Shapes, LayerNormTest,
-                         ::testing::Values(Shape{1, 3}, Shape{3, 5}, Shape{4, 8}, Shape{6, 19},
-                                           Shape{8, 64}, Shape{5, 203}),
-                         [](const auto& info) {
-                           std::ostringstream os;
-                           os << info.param;
-                           return os.str();
-                         });
+                         ::testing::Combine(test::kGemmBackends,
+                                            ::testing::Values(Shape{1, 3}, Shape{3, 5}, Shape{4, 8},
+                                                              Shape{6, 19}, Shape{8, 64},
+                                                              Shape{5, 203}, Shape{16, 32},
+                                                              Shape{300, 48})),
+                         test::BackendShapeName{});
+
+// oneDNN's LayerNorm is two row blocks per width (pointwise_onednn.cc): any N after the first
+// call at a width creates nothing.
+TEST(LayerNormOneDnn, PrimitivesAreMadeOncePerWidth) {
+  test::ScopedGemmBackend onednn(GemmBackend::kOneDnn);
+  constexpr int64_t C = 24, kMaxN = 600;
+  auto x = random_vector(kMaxN * C, 11), w = random_vector(C, 12), b = random_vector(C, 13);
+  std::vector<float> out(x.size()), mean(kMaxN), rstd(kMaxN), dx(x.size()), dw(C), db(C);
+  const auto both = [&](int64_t n) {
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, C);
+    layernorm_backward(dx.data(), dw.data(), db.data(), out.data(), x.data(), w.data(), mean.data(),
+                       rstd.data(), n, C);
+  };
+  both(3);
+  const int64_t created = detail::onednn_gemm_stats().primitives_created;
+  for (int64_t n : {int64_t{1}, int64_t{16}, int64_t{17}, int64_t{256}, kMaxN}) both(n);
+  EXPECT_EQ(detail::onednn_gemm_stats().primitives_created, created);
+}
 
 }  // namespace
 }  // namespace brigade

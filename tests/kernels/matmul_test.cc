@@ -1,5 +1,6 @@
 // matmul_forward / matmul_backward against a naive double-precision triple loop and against
-// finite differences; checks the accumulate contract and nullptr skipping.
+// finite differences; checks the accumulate contract and nullptr skipping. Every test runs on
+// each GEMM backend (oneDNN, OpenBLAS).
 #include "brigade/kernels/cpu/matmul.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,8 @@
 #include <sstream>
 #include <vector>
 
+#include "brigade/kernels/cpu/gemm_backend.h"
+#include "gemm_backends.h"
 #include "grad_check.h"
 
 namespace brigade {
@@ -39,10 +42,13 @@ std::vector<double> naive_matmul(const std::vector<double>& inp, const std::vect
   return out;
 }
 
-class MatmulTest : public ::testing::TestWithParam<Shape> {};
+class MatmulTest : public ::testing::TestWithParam<std::tuple<GemmBackend, Shape>> {
+ protected:
+  test::ScopedGemmBackend backend_{std::get<0>(GetParam())};
+  const Shape s = std::get<1>(GetParam());
+};
 
 TEST_P(MatmulTest, ForwardMatchesNaive) {
-  const Shape s = GetParam();
   auto inp = random_vector(s.N * s.C, 1), w = random_vector(s.OC * s.C, 2);
   auto bias = random_vector(s.OC, 3);
   std::vector<float> out(s.N * s.OC, 123.0f);  // forward must overwrite, not accumulate
@@ -56,7 +62,6 @@ TEST_P(MatmulTest, ForwardMatchesNaive) {
 }
 
 TEST_P(MatmulTest, BackwardMatchesFiniteDifferences) {
-  const Shape s = GetParam();
   auto inp = random_vector(s.N * s.C, 4), w = random_vector(s.OC * s.C, 5);
   auto bias = random_vector(s.OC, 6), wout = random_vector(s.N * s.OC, 7);
   std::vector<float> dinp(inp.size()), dw(w.size()), db(bias.size());
@@ -83,7 +88,6 @@ TEST_P(MatmulTest, BackwardMatchesFiniteDifferences) {
 }
 
 TEST_P(MatmulTest, BackwardAccumulates) {
-  const Shape s = GetParam();
   auto inp = random_vector(s.N * s.C, 8), w = random_vector(s.OC * s.C, 9);
   auto dout = random_vector(s.N * s.OC, 10);
   std::vector<float> di0(inp.size()), dw0(w.size()), db0(s.OC);
@@ -112,7 +116,6 @@ TEST_P(MatmulTest, BackwardAccumulates) {
 }
 
 TEST_P(MatmulTest, NullGradientsAreSkipped) {
-  const Shape s = GetParam();
   auto inp = random_vector(s.N * s.C, 14), w = random_vector(s.OC * s.C, 15);
   auto dout = random_vector(s.N * s.OC, 16);
   std::vector<float> di0(inp.size()), dw0(w.size()), db0(s.OC);
@@ -128,16 +131,19 @@ TEST_P(MatmulTest, NullGradientsAreSkipped) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest,
-                         ::testing::Values(Shape{1, 1, 1}, Shape{5, 7, 3}, Shape{7, 13, 5},
-                                           Shape{33, 64, 17}, Shape{64, 96, 80}),
-                         [](const auto& info) {
-                           std::ostringstream os;
-                           os << info.param;
-                           return os.str();
-                         });
+                         ::testing::Combine(test::kGemmBackends,
+                                            ::testing::Values(Shape{1, 1, 1}, Shape{5, 7, 3},
+                                                              Shape{7, 13, 5}, Shape{33, 64, 17},
+                                                              Shape{64, 96, 80})),
+                         test::BackendShapeName{});
+
+class MatmulBackend : public ::testing::TestWithParam<GemmBackend> {
+ protected:
+  test::ScopedGemmBackend backend_{GetParam()};
+};
 
 // A larger shape, analytic backward against the naive double formulas on every element.
-TEST(MatmulLarge, BackwardMatchesNaiveFormulas) {
+TEST_P(MatmulBackend, LargeBackwardMatchesNaiveFormulas) {
   const Shape s{128, 192, 160};
   auto inp = random_vector(s.N * s.C, 20), w = random_vector(s.OC * s.C, 21);
   auto dout = random_vector(s.N * s.OC, 22);
@@ -160,7 +166,7 @@ TEST(MatmulLarge, BackwardMatchesNaiveFormulas) {
   EXPECT_TRUE(all_close(db, eb, 1e-4, 1e-5 * s.N));
 }
 
-TEST(MatmulThreads, ResultIndependentOfThreadCount) {
+TEST_P(MatmulBackend, ResultIndependentOfThreadCount) {
   const Shape s{64, 96, 80};
   auto inp = random_vector(s.N * s.C, 30), w = random_vector(s.OC * s.C, 31);
   std::vector<float> a(s.N * s.OC), b(s.N * s.OC);
@@ -172,6 +178,9 @@ TEST(MatmulThreads, ResultIndependentOfThreadCount) {
   std::vector<double> bd(b.begin(), b.end());
   EXPECT_TRUE(all_close(a, bd, 1e-5, 1e-5));
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, MatmulBackend, test::kGemmBackends,
+                         [](const auto& info) { return gemm_backend_name(info.param); });
 
 }  // namespace
 }  // namespace brigade

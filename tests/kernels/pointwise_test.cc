@@ -1,5 +1,6 @@
 // The simple kernels: encoder (embedding lookup), GELU, residual. Each against a naive double
-// reference, finite differences, and the accumulate contract.
+// reference, finite differences, and the accumulate contract. GELU runs on each backend (oneDNN's
+// eltwise under "onednn", the hand-written kernel under "openblas").
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +8,9 @@
 
 #include "brigade/kernels/cpu/encoder.h"
 #include "brigade/kernels/cpu/gelu.h"
+#include "brigade/kernels/cpu/gemm_onednn.h"
 #include "brigade/kernels/cpu/residual.h"
+#include "gemm_backends.h"
 #include "grad_check.h"
 
 namespace brigade {
@@ -77,15 +80,23 @@ double naive_gelu(double x) {
   return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
 }
 
-std::vector<float> gelu_inputs() {
-  auto x = random_vector(200, 10, -4.0f, 4.0f);
+// n random values plus special ones. 200 is below every oneDNN chunk (the padded tail alone);
+// 70000 takes one chunk of each size (65536, 4096, 256) and a tail.
+std::vector<float> gelu_inputs(int64_t n) {
+  auto x = random_vector(n, 10, -4.0f, 4.0f);
   // Zero, the far tails (where a cosh-based derivative overflows) and a few typical values.
   for (float v : {0.0f, 1e-4f, -1e-4f, 8.0f, -8.0f, 30.0f, -30.0f, 100.0f, -100.0f}) x.push_back(v);
   return x;
 }
 
-TEST(Gelu, ForwardMatchesNaive) {
-  auto x = gelu_inputs();
+class Gelu : public ::testing::TestWithParam<std::tuple<GemmBackend, int64_t>> {
+ protected:
+  test::ScopedGemmBackend backend_{std::get<0>(GetParam())};
+  const int64_t n_ = std::get<1>(GetParam());
+};
+
+TEST_P(Gelu, ForwardMatchesNaive) {
+  auto x = gelu_inputs(n_);
   std::vector<double> expected(x.size());
   for (size_t i = 0; i < x.size(); ++i) expected[i] = naive_gelu(x[i]);
   std::vector<float> out(x.size());
@@ -97,8 +108,8 @@ TEST(Gelu, ForwardMatchesNaive) {
   EXPECT_EQ(y, out);
 }
 
-TEST(Gelu, BackwardMatchesFiniteDifferencesAndAccumulates) {
-  auto x = gelu_inputs();
+TEST_P(Gelu, BackwardMatchesFiniteDifferencesAndAccumulates) {
+  auto x = gelu_inputs(n_);
   auto w = random_vector(x.size(), 11);
   std::vector<float> dx(x.size());
   gelu_backward(dx.data(), x.data(), w.data(), x.size());
@@ -109,7 +120,12 @@ TEST(Gelu, BackwardMatchesFiniteDifferencesAndAccumulates) {
   for (size_t i = 0; i < x.size(); ++i) {
     fd[i] = w[i] * (naive_gelu(x[i] + eps) - naive_gelu(x[i] - eps)) / (2 * eps);
   }
-  EXPECT_TRUE(all_close(dx, fd, 1e-4, 1e-6));
+  // atol: the hand-written kernel's tanh has absolute error d ~ 2e-7 (vec.h), which the derivative
+  // 0.5 (1 + th) + 0.5 x (1 - th^2) du carries as at most (0.5 + |x| du) d <= 10.5 d = 2.1e-6 for
+  // |x| <= 4 (du = sqrt(2/pi) (1 + 3 0.044715 x^2) <= 2.5), |w| <= 1; beyond |x| = 8 th is +-1
+  // and sech^2 ~ 0. 200 inputs happened to stay under 1e-6; 70000 reach 1.07e-6. A wrong
+  // formula is off by 1e-2 or more.
+  EXPECT_TRUE(all_close(dx, fd, 1e-4, 2.5e-6));
 
   auto p = random_vector(x.size(), 12);
   auto acc = p;
@@ -118,6 +134,27 @@ TEST(Gelu, BackwardMatchesFiniteDifferencesAndAccumulates) {
   std::vector<float> twice(x.size());
   for (int rep = 0; rep < 2; ++rep) gelu_backward(twice.data(), x.data(), w.data(), x.size());
   EXPECT_TRUE(test::accumulated(twice, dx, dx, 1e-6));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, Gelu,
+                         ::testing::Combine(test::kGemmBackends,
+                                            ::testing::Values(int64_t{200}, int64_t{70000})),
+                         test::BackendShapeName{});
+
+// oneDNN's GELU is a few fixed-size primitives (pointwise_onednn.cc): any N after the first
+// call creates none.
+TEST(GeluOneDnn, PrimitivesAreMadeOnceForEveryLength) {
+  test::ScopedGemmBackend onednn(GemmBackend::kOneDnn);
+  auto x = gelu_inputs(70000);
+  std::vector<float> out(x.size()), dx(x.size());
+  gelu_forward(out.data(), x.data(), 5);
+  gelu_backward(dx.data(), x.data(), out.data(), 5);
+  const int64_t created = detail::onednn_gemm_stats().primitives_created;
+  for (int64_t n : {int64_t{1}, int64_t{255}, int64_t{256}, int64_t{4097}, int64_t{70000}}) {
+    gelu_forward(out.data(), x.data(), n);
+    gelu_backward(dx.data(), x.data(), out.data(), n);
+  }
+  EXPECT_EQ(detail::onednn_gemm_stats().primitives_created, created);
 }
 
 // ---- residual ----

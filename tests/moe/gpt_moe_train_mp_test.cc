@@ -15,9 +15,19 @@ namespace {
 
 class GptMoeTraining : public testing::DpRuns {};
 
+// The comparison is only as continuous as the routing. The two runs differ by rounding from the
+// first step (one process accumulates its second micro-batch onto the first's gradients, the
+// ranks sum theirs: bias and embedding sums run in another order), and top-2 selection and the
+// capacity cut are discontinuous in the router's probabilities, which start near-uniform: when
+// such noise crosses a near-tie, one token goes to another expert and the runs part by that
+// token's update (loss 1e-5, weights 1e-4 later), which no rounding tolerance bounds. Seed 11
+// (kZeroConfig's) does that at step 12 with the oneDNN kernels; over seeds 11-36 it was the only
+// one of 26 to do it with oneDNN, none of 26 with OpenBLAS; every other run agreed to 1e-7. The
+// seed here is one where neither backend's noise meets a tie, so the 1e-5 bounds test what they
+// are meant to (dispatch, aux loss and gradient sync), not luck.
 const char* kMoe =
     "--set model.n_experts=4 --set model.moe_top_k=2 --set model.capacity_factor=1.0 "
-    "--set model.aux_loss_coef=0.05 --set train.micro_batch=8 ";
+    "--set model.aux_loss_coef=0.05 --set train.micro_batch=8 --set run.seed=12 ";
 
 TEST_F(GptMoeTraining, TwoRanksEqualOneProcessAndTheLossFalls) {
   const std::string one = run("moe1", 1, std::string(kMoe) + "--set train.grad_accum=2");

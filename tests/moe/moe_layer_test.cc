@@ -12,6 +12,8 @@
 #include <new>
 
 #include "brigade/base/error.h"
+#include "brigade/kernels/cpu/gemm_onednn.h"
+#include "kernels/gemm_backends.h"
 #include "kernels/grad_check.h"
 #include "moe/moe_reference.h"
 
@@ -296,7 +298,10 @@ TEST(MoeLayer, TiesGoToTheLowerExpertIndex) {
   }
 }
 
+// With OpenBLAS no heap allocation at all, at any token count up to the one the layer was built
+// for: the layer's buffers are sized once, and sgemm allocates nothing.
 TEST(MoeLayer, ForwardAndBackwardDoNotAllocate) {
+  test::ScopedGemmBackend openblas(GemmBackend::kOpenBlas);
   Fixture f(2, 1.0, 16);
   MoeLayer layer(f.cfg, f.mp, f.N);
   const std::vector<float> w = test::random_vector(f.N * f.cfg.d_model, 8);
@@ -310,6 +315,40 @@ TEST(MoeLayer, ForwardAndBackwardDoNotAllocate) {
   }
   g_count_allocs = false;
   EXPECT_EQ(g_allocs.load(), 0);
+}
+
+// With oneDNN the experts' varying row counts create no primitive once every GEMM family has
+// been seen (they share run-time-shape primitives, kernels/cpu/gemm_onednn.cc), and nothing
+// grows: the same token counts allocate the same in every pass. The blocks themselves are
+// oneDNN's per call (its argument map, the memory objects of a run-time shape); the layer's own
+// part is the zero of the OpenBLAS test above.
+TEST(MoeLayer, ForwardAndBackwardOnOneDnnCreateNothingAfterWarmup) {
+  test::ScopedGemmBackend onednn(GemmBackend::kOneDnn);
+  Fixture f(2, 1.0, 16);
+  MoeLayer layer(f.cfg, f.mp, f.N);
+  const std::vector<float> w = test::random_vector(f.N * f.cfg.d_model, 8);
+  std::vector<float> out(f.x.size()), dx(f.x.size(), 0.0f);
+  const auto pass = [&] {
+    for (int64_t n : {f.N, f.N / 2, int64_t{0}, f.N}) {
+      layer.forward(out.data(), f.x.data(), n, f.params.data());
+      layer.backward(dx.data(), w.data(), f.x.data(), 1.0f, f.params.data(), f.grads.data());
+    }
+  };
+  pass();  // warm-up
+  const detail::OneDnnGemmStats warm = detail::onednn_gemm_stats();
+  std::vector<int64_t> allocs;
+  for (int rep = 0; rep < 3; ++rep) {
+    g_allocs = 0;
+    g_count_allocs = true;
+    pass();
+    g_count_allocs = false;
+    allocs.push_back(g_allocs.load());
+  }
+  const detail::OneDnnGemmStats after = detail::onednn_gemm_stats();
+  EXPECT_GT(after.calls, warm.calls);  // the experts really ran on oneDNN
+  EXPECT_EQ(after.primitives_created, warm.primitives_created);
+  EXPECT_EQ(allocs[1], allocs[0]);
+  EXPECT_EQ(allocs[2], allocs[0]);
 }
 
 TEST(MoeConfig, RejectsInvalidValuesNamingTheKey) {

@@ -9,7 +9,15 @@
 // acquire() starts only the embeddings' gather at the start of forward.
 //
 // Tolerance against DDP: as dp_run_helpers.h (reduce-scatter every micro-step vs one all-reduce
-// of the accumulated gradient round differently): weights within 1e-5 of the largest weight.
+// of the accumulated gradient round differently): weights within 1e-5 of the largest weight,
+// except the key third of each c_attn.bias. Its exact gradient is zero (a key bias adds q . b_k
+// to every score of a query row, which softmax ignores), so what each run computes is rounding
+// noise of the attention backward (~1e-11 here), and AdamW, whose eps (1e-8) then dominates
+// sqrt(v), turns it into an update lr g / eps: two runs summing the noise in another order move
+// those elements by unrelated amounts (measured 8e-6 apart with OpenBLAS, 1.25e-5 with oneDNN,
+// where the rest of the model agrees within 1.2e-6 and 2.6e-6). They can only be held to
+// Adam's step bound: |update| <= lr per step when 1 - beta1 <= sqrt(1 - beta2) (Kingma & Ba,
+// section 2.1; 0.1 <= 0.22 here), so two runs differ there by at most 2 lr per step.
 // Against the same run without a budget: bitwise, since only the gathers' timing differs.
 #include <gtest/gtest.h>
 
@@ -37,6 +45,7 @@ using testutil::run_ranks;
 constexpr GptConfig kConfig{.vocab = 64, .seq_len = 16, .d_model = 64, .n_layer = 3, .n_head = 2};
 constexpr int64_t kMicroBatch = 2;
 constexpr int kSteps = 2, kAccum = 2;
+constexpr float kLr = 1e-2f;
 constexpr double kUnlimited = std::numeric_limits<double>::infinity();
 
 Batch make_batch(int rank, int step, int micro) {
@@ -78,7 +87,7 @@ Outcome train(Communicator& dp, int zero, double budget_groups) {
     }
     sync->finish_gradients();
     sync->scale_grads(clip_scale(std::sqrt(sync->grad_sum_squares()), 1.0f));
-    sync->step(1e-2f, step);
+    sync->step(kLr, step);
   }
   sync->begin_full_params();
   out.params.assign(model.params(), model.params() + model.num_params());
@@ -120,14 +129,24 @@ TEST(ZeroGatherBudget, BackwardHoldsTwoBlocksStillPrefetchesAndTrainsAsDdp) {
     ASSERT_EQ(budget.params.size(), ddp.params.size());
     EXPECT_EQ(budget.params, unlimited.params);  // bitwise: only timing differs
     EXPECT_EQ(budget.losses, unlimited.losses);
-    double max_abs = 0, max_diff = 0;
+    // True for the key third of a c_attn.bias: gradient exactly zero, value rounding noise.
+    std::vector<bool> key_bias(ddp.params.size(), false);
+    for (const ParamSpec& t : probe.layout().specs()) {
+      if (t.name.ends_with("attn.c_attn.bias")) {
+        const int64_t C = kConfig.d_model;
+        std::fill(key_bias.begin() + t.offset + C, key_bias.begin() + t.offset + 2 * C, true);
+      }
+    }
+    double max_abs = 0, max_diff = 0, key_diff = 0;
     for (size_t i = 0; i < ddp.params.size(); ++i) {
+      const double d = std::abs(static_cast<double>(ddp.params[i]) - budget.params[i]);
       max_abs = std::max(max_abs, std::abs(static_cast<double>(ddp.params[i])));
-      max_diff =
-          std::max(max_diff, std::abs(static_cast<double>(ddp.params[i]) - budget.params[i]));
+      double& worst = key_bias[i] ? key_diff : max_diff;
+      worst = std::max(worst, d);
     }
     EXPECT_GT(max_abs, 0.5);  // layernorm gains: not vacuous
     EXPECT_LE(max_diff, 1e-5 * max_abs);
+    EXPECT_LE(key_diff, 2.0 * kLr * kSteps);
     for (size_t i = 0; i < ddp.losses.size(); ++i) {
       EXPECT_LE(std::abs(ddp.losses[i] - budget.losses[i]), 1e-5 * ddp.losses[i]) << i;
     }

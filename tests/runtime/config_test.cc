@@ -80,6 +80,15 @@ TEST(Config, EnumListsAllowedValues) {
   EXPECT_THAT(e, HasSubstr("\"sgd\""));
 }
 
+TEST(Config, KernelsNamesTheGemmBackend) {
+  EXPECT_EQ(parse_config("", "t").train.kernels, "onednn");  // the default backend
+  EXPECT_EQ(parse_config("[train]\nkernels = \"openblas\"\n", "t").train.kernels, "openblas");
+  std::string e = error_of("", {"train.kernels=mkl"});
+  EXPECT_THAT(e, HasSubstr("train.kernels"));
+  EXPECT_THAT(e, HasSubstr("\"onednn\""));
+  EXPECT_THAT(e, HasSubstr("\"openblas\""));
+}
+
 TEST(Config, RangesAreChecked) {
   EXPECT_THAT(error_of("[train]\nlr = -1.0\n"), HasSubstr("train.lr"));
   EXPECT_THAT(error_of("[train]\nmicro_batch = 0\n"), HasSubstr("train.micro_batch"));

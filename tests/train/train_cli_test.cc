@@ -146,6 +146,34 @@ TEST_F(TrainCli, RunFolderHoldsConfigManifestMetricsAndGenerateSamples) {
   EXPECT_GT(g.output.size(), 20u);
 }
 
+// train.kernels picks the GEMM library; train.log and the manifest name it, with its version and
+// thread count, and both train the same model to about the same loss (they round differently).
+TEST_F(TrainCli, GemmBackendComesFromTheConfigAndIsLogged) {
+  double final_loss[2] = {0, 0};
+  int i = 0;
+  for (const std::string backend : {"onednn", "openblas"}) {
+    auto r = train(backend, backend == "onednn" ? "" : "--set train.kernels=" + backend);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string root = dir_ + "/" + backend + "/tiny";
+    const std::string log = read_file(root + "/train.log");
+    EXPECT_THAT(log, HasSubstr("kernels: GEMMs on " + backend + " ("));
+    EXPECT_THAT(log, HasSubstr(backend == "onednn" ? "oneDNN 2." : "OpenBLAS"));
+    EXPECT_THAT(log, HasSubstr(", 1 thread)"));
+    auto manifest = nlohmann::json::parse(read_file(root + "/manifest.json"));
+    EXPECT_EQ(manifest["kernels"].get<std::string>().rfind(backend + " (", 0), 0u);
+    EXPECT_THAT(read_file(root + "/config.toml"), HasSubstr("kernels = \"" + backend + "\""));
+    std::ifstream metrics(root + "/metrics.jsonl");
+    std::string line, last;
+    while (std::getline(metrics, line)) last = line;
+    final_loss[i++] = nlohmann::json::parse(last)["val_loss"].get<double>();
+  }
+  // Same data, same initialisation, 20 steps: only float rounding separates the two runs.
+  EXPECT_NEAR(final_loss[0], final_loss[1], 1e-3 * final_loss[1]);
+  auto bad = train("bad", "--set train.kernels=mkl");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.output, HasSubstr("train.kernels"));
+}
+
 TEST_F(TrainCli, TokenizeWritesShardsThatTrainWithTheirBpe) {
   std::string shards = dir_ + "/shards";
   auto t = brigade("tokenize --out " + shards + " --vocab 300");

@@ -19,6 +19,7 @@
 #include "brigade/tensor/rng.h"
 #include "brigade/train/checkpointing.h"
 #include "brigade/train/model_factory.h"
+#include "brigade/train/trainer.h"
 
 namespace brigade::cli {
 
@@ -80,6 +81,7 @@ int run_generate(const GenerateArgs& args) {
         "this checkpoint",
         dir, tokenizer->vocab_size(), config.model.vocab));
   }
+  configure_kernels(config.train);
   auto model = make_model(config.model, 1);
   load_model_weights(reader, *model);
   auto& gpt = static_cast<Gpt&>(*model);

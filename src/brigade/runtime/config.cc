@@ -75,6 +75,7 @@ std::vector<Field> fields(Config& c) {
       {"train", "async_checkpoint", &c.train.async_checkpoint},
       {"train", "log_every", &c.train.log_every},
       {"train", "blas_threads", &c.train.blas_threads},
+      {"train", "kernels", &c.train.kernels},
       {"train", "on_nonfinite", &c.train.on_nonfinite},
       {"train", "straggler_threshold", &c.train.straggler_threshold},
       {"parallel", "dp", &c.parallel.dp},

@@ -65,7 +65,8 @@ struct TrainConfig {
   int64_t keep_checkpoints = 3;       // complete checkpoints kept
   bool async_checkpoint = true;       // write checkpoints in the background (false: blocking)
   int64_t log_every = 10;             // steps between log lines when not on a terminal
-  int64_t blas_threads = 1;           // OpenBLAS threads per process
+  int64_t blas_threads = 1;           // GEMM threads per process (oneDNN and OpenBLAS)
+  std::string kernels = "onednn";     // GEMM library: "onednn" | "openblas" (gemm_backend.h)
   std::string on_nonfinite = "stop";  // "stop" | "skip" (skip the update, keep going)
   // A rank whose busy time per step is at least this many times the median, 3 steps in a row,
   // is flagged as a straggler (monitor/straggler.h); 0 turns the per-step exchange off.

@@ -251,6 +251,7 @@ void Config::validate() const {
   require_range(train.keep_checkpoints, "train.keep_checkpoints", 1, 1000);
   require_range(train.log_every, "train.log_every", 1, INT64_MAX);
   require_range(train.blas_threads, "train.blas_threads", 1, 256);
+  require_one_of(train.kernels, "train.kernels", {"onednn", "openblas"});
   require_one_of(train.on_nonfinite, "train.on_nonfinite", {"stop", "skip"});
   require(train.straggler_threshold == 0 ||
               (std::isfinite(train.straggler_threshold) && train.straggler_threshold > 1 &&

@@ -5,7 +5,7 @@
 #include "brigade/train/trainer.h"
 
 #include "brigade/base/check.h"
-#include "brigade/kernels/cpu/matmul.h"
+#include "brigade/kernels/cpu/gemm_backend.h"
 #include "brigade/monitor/log.h"
 #include "brigade/runtime/process_group.h"
 #include "brigade/train/dp_engine.h"
@@ -15,8 +15,16 @@
 
 namespace brigade {
 
+void configure_kernels(const TrainConfig& train) {
+  GemmBackend backend{};
+  BRIGADE_CHECK(parse_gemm_backend(train.kernels, &backend))
+      << "train.kernels = " << train.kernels << " passed validation";
+  set_gemm_backend(backend);
+  set_blas_threads(static_cast<int>(train.blas_threads));
+}
+
 int train(const Config& config) {
-  set_blas_threads(static_cast<int>(config.train.blas_threads));
+  configure_kernels(config.train);
   ProcessGroup group = join_process_group(config.comm, detect_dist_env());
   detail::set_log_rank(group.rank());
   if (is_model_parallel(config)) {

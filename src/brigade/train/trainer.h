@@ -9,4 +9,8 @@ namespace brigade {
 // throws brigade::Error for failures of the environment (the CLI prints them).
 int train(const Config& config);
 
+// Applies train.kernels (the GEMM backend) and train.blas_threads to this process. train() and
+// every other command that runs a model call it before the first kernel.
+void configure_kernels(const TrainConfig& train);
+
 }  // namespace brigade

@@ -14,6 +14,7 @@
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
 #include "brigade/ckpt/json_exchange.h"
+#include "brigade/kernels/cpu/gemm_backend.h"
 #include "brigade/monitor/energy.h"
 #include "brigade/monitor/metrics.h"
 #include "brigade/monitor/progress.h"
@@ -166,6 +167,7 @@ void TrainingLoop::start_or_resume() {
   engine_.log_layout();
   log_.info("{}", ctx_.data.summary);
   engine_.log_model();
+  log_.info("kernels: GEMMs on {}", gemm_backend_description());
   engine_.initialize(static_cast<uint64_t>(config_.run.seed));
   restore();
   flops_per_step_ = static_cast<double>(engine_.examples_per_step()) *
@@ -200,6 +202,7 @@ void TrainingLoop::start_or_resume() {
     provenance_ = provenance(config_, ctx_.data.source_files);
     provenance_["world_size"] = ctx_.group.size();
     provenance_["launcher"] = ctx_.group.env.source;
+    provenance_["kernels"] = gemm_backend_description();
     engine_.add_provenance(provenance_);
     write_run_manifest(ctx_.folder, provenance_);
   }

@@ -13,18 +13,17 @@
 //   dq_t += scale sum_j ds_j k_j,  dk_j += scale ds_j q_t,  dv_j += p_j dout_t.
 //
 // As in FlashAttention, query rows are processed in tiles of kAttentionBlock rows too, so the
-// score block of a tile is a (rows x keys) product that OpenBLAS computes (and likewise the
+// score block of a tile is a (rows x keys) product that gemm() computes (and likewise the
 // P V, dP, dQ, dK and dV products); the softmax bookkeeping stays per row. Tiles align with
 // key blocks, so only the diagonal block of a tile needs the causal mask. The score blocks
 // live on the stack (16 KiB each); nothing is allocated. exp is the four-wide fast_exp of vec.h.
 #include "brigade/kernels/cpu/attention.h"
 
-#include <cblas.h>
-
 #include <cmath>
 #include <limits>
 
 #include "brigade/base/check.h"
+#include "brigade/kernels/cpu/gemm_backend.h"
 #include "brigade/kernels/cpu/vec.h"
 
 namespace brigade {
@@ -33,16 +32,6 @@ namespace {
 
 constexpr int64_t kBlk = kAttentionBlock;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// Row-major C (M,N) = alpha op(A) op(B) + beta C, where op transposes when the flag is set;
-// lda/ldb/ldc are row strides, which lets the tiles point straight into qkv and out.
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  const auto i = [](int64_t n) { return static_cast<blasint>(n); };
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, i(M), i(N), i(K), alpha, A, i(lda), B, i(ldb),
-              beta, C, i(ldc));
-}
 
 }  // namespace
 

@@ -2,7 +2,7 @@
 // Causal multi-head self-attention, computed block by block with an online softmax
 // (FlashAttention's recurrence, on the CPU): at most one block of kAttentionBlock scores
 // per query row exists at a time, never the T x T matrix. Query rows go in tiles of
-// kAttentionBlock, so each (tile, key block) product is an OpenBLAS sgemm. Backward
+// kAttentionBlock, so each (tile, key block) product is a gemm() (gemm_backend.h). Backward
 // recomputes the scores from q, k and the saved log-sum-exp. No allocation (the blocks live
 // on the stack, 32 KiB in backward).
 #include <cstdint>

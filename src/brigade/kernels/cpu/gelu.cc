@@ -1,11 +1,13 @@
 // GELU, tanh approximation, as in GPT-2 and llm.c. The derivative uses sech^2 = 1 - tanh^2,
 // which stays finite where cosh would overflow. tanh comes from the four-wide fast_exp in
 // vec.h (absolute error ~2e-7): libm's tanhf per element would cost as much as the matmuls
-// around the GELU.
+// around the GELU. A backend may compute it instead (train.kernels = "onednn": oneDNN's
+// eltwise_gelu_tanh, pointwise_onednn.cc, measured faster); this is the kernel otherwise.
 #include "brigade/kernels/cpu/gelu.h"
 
 #include <cstring>
 
+#include "brigade/kernels/cpu/backend_registry.h"
 #include "brigade/kernels/cpu/vec.h"
 
 namespace brigade {
@@ -44,6 +46,8 @@ inline void store_tail(float* a, v4f v, int64_t count) {
 }  // namespace
 
 void gelu_forward(float* out, const float* inp, int64_t N) {
+  if (N <= 0) return;
+  if (const auto backend = detail::selected_backend_ops().gelu_forward) return backend(out, inp, N);
   int64_t i = 0;
   // Each group is read before it is written, so out may alias inp.
   for (; i + 4 <= N; i += 4) detail::store4(out + i, gelu4(detail::load4(inp + i)));
@@ -51,6 +55,10 @@ void gelu_forward(float* out, const float* inp, int64_t N) {
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N) {
+  if (N <= 0) return;
+  if (const auto backend = detail::selected_backend_ops().gelu_backward) {
+    return backend(dinp, inp, dout, N);
+  }
   int64_t i = 0;
   for (; i + 4 <= N; i += 4) {
     const v4f g = gelu_grad4(detail::load4(inp + i)) * detail::load4(dout + i);

@@ -1,10 +1,13 @@
 // LayerNorm over the last axis, formulas as in llm.c. With xhat = (x - mean) * rstd and
 // g = weight * dout, the input gradient is rstd * (g - mean(g) - xhat * mean(g * xhat)).
-// The variance is the biased one (divide by C), as in PyTorch's LayerNorm.
+// The variance is the biased one (divide by C), as in PyTorch's LayerNorm. A backend may compute
+// it instead (train.kernels = "onednn": oneDNN's layer_normalization, pointwise_onednn.cc,
+// measured faster); this is the kernel otherwise.
 #include "brigade/kernels/cpu/layernorm.h"
 
 #include <cmath>
 
+#include "brigade/kernels/cpu/backend_registry.h"
 #include "brigade/kernels/cpu/vec.h"
 
 namespace brigade {
@@ -15,6 +18,10 @@ constexpr float kLayerNormEps = 1e-5f;
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int64_t N, int64_t C) {
+  if (N <= 0 || C <= 0) return;
+  if (const auto backend = detail::selected_backend_ops().layernorm_forward) {
+    return backend(out, mean, rstd, inp, weight, bias, N, C);
+  }
   for (int64_t n = 0; n < N; ++n) {
     const float* x = inp + n * C;
     float* o = out + n * C;
@@ -42,6 +49,10 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean, const float* rstd,
                         int64_t N, int64_t C) {
+  if (N <= 0 || C <= 0) return;
+  if (const auto backend = detail::selected_backend_ops().layernorm_backward) {
+    return backend(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+  }
   for (int64_t n = 0; n < N; ++n) {
     const float* x = inp + n * C;
     const float* d = dout + n * C;

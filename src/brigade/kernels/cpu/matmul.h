@@ -1,13 +1,11 @@
 #pragma once
-// Linear layer on OpenBLAS sgemm. Contract shared by every backward kernel in kernels/cpu:
+// Linear layer on gemm() (gemm_backend.h: oneDNN or OpenBLAS). Contract shared by every
+// backward kernel in kernels/cpu:
 // gradients are ACCUMULATED (+=) into their outputs, so gradient accumulation over
 // micro-batches needs nothing special and callers zero the gradient buffers once per step.
 #include <cstdint>
 
 namespace brigade {
-
-// Sets the number of OpenBLAS threads for this process (1 per rank unless configured).
-void set_blas_threads(int n);
 
 // out = inp @ weight^T + bias
 // out is (N, OC), inp is (N, C), weight is (OC, C), bias is (OC) or nullptr.
