@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -88,7 +89,7 @@ TEST(ReportBrowser, EveryChartRendersWithTheRunsData) {
   std::map<std::string, nlohmann::json> by_id;
   for (const auto& c : charts) by_id[c["id"]] = c;
   for (const char* id : {"loss-step", "loss-time", "tokens", "mfu", "lr", "comm", "breakdown-0",
-                         "breakdown-1", "busy-1"}) {
+                         "breakdown-1", "comm-1", "busy-1"}) {
     ASSERT_TRUE(by_id.count(id)) << id << " not rendered: " << charts.dump();
     EXPECT_GT(by_id[id]["width"].get<double>(), 100) << id;
     EXPECT_GT(by_id[id]["height"].get<double>(), 100) << id;
@@ -106,6 +107,16 @@ TEST(ReportBrowser, EveryChartRendersWithTheRunsData) {
   // 8 parts x 8 steps of bars per breakdown; the busy chart has one bar per rank of run two.
   EXPECT_EQ(by_id["breakdown-1"]["rects"].get<int>(), 64);
   EXPECT_EQ(by_id["busy-1"]["rects"].get<int>(), 2);
+  // Communication by axis and operation: one bar per step for every pair run two's records name.
+  std::set<std::string> pairs;
+  std::istringstream two_metrics(read_file(dir + "/two/metrics.jsonl"));
+  for (std::string line; std::getline(two_metrics, line);) {
+    const auto m = nlohmann::json::parse(line);
+    if (m["type"] != "train") continue;
+    for (const auto& [key, v] : m["comm_sent_by"].items()) pairs.insert(key);
+  }
+  EXPECT_TRUE(pairs.count("dp/all_reduce")) << "the gradients of two DDP ranks";
+  EXPECT_EQ(by_id["comm-1"]["rects"].get<int>(), 8 * static_cast<int>(pairs.size()));
   // The resume of run one at step 5 is marked on the step charts.
   EXPECT_NE(read_file(html).find("class=\"marker\" data-x=\"5\""), std::string::npos);
 

@@ -1,8 +1,9 @@
 // Straggler detection in the training loop, end to end through `brigade launch`: three ranks
 // of a DDP job, one of them slowed by the test hook BRIGADE_FAULT_SLOW_RANK / _SLOW_MS (a sleep
 // in each of its forwards, counted in its busy time as a slower machine's compute would be).
-// The metrics name that rank from the third slow step on (StragglerOptions::consecutive), the
-// log says so once, and the summary's mean busy time per rank shows the injected sleep. A run
+// Step 1 is warm-up (StragglerOptions::warmup_steps: one-time kernel and page costs differ between
+// ranks by chance, measured up to 2x) and counts for nobody, so the metrics name that rank from
+// step 4 on, the third counted slow step (StragglerOptions::consecutive); the log says so once, and the summary's mean busy time per rank shows the injected sleep. A run
 // without the hook flags nobody. Three ranks, because with two the median is the mean of both
 // and no rank's ratio can reach 2.
 #include <gtest/gtest.h>
@@ -62,8 +63,8 @@ TEST_F(Stragglers, SlowedRankIsNamed) {
     ++steps;
     const int64_t step = r["step"].get<int64_t>();
     ASSERT_TRUE(r.contains("straggler_max_ratio")) << r.dump();
-    EXPECT_GT(r["straggler_max_ratio"].get<double>(), 1.2) << r.dump();
-    if (step < 3) {
+    if (step > 1) EXPECT_GT(r["straggler_max_ratio"].get<double>(), 1.2) << r.dump();
+    if (step < 4) {
       EXPECT_FALSE(r.contains("straggler_rank")) << "flagged before 3 slow steps: " << r.dump();
     } else {
       ASSERT_TRUE(r.contains("straggler_rank")) << r.dump();
@@ -80,7 +81,7 @@ TEST_F(Stragglers, SlowedRankIsNamed) {
     if (r != kSlowRank) EXPECT_LT(busy[r], busy[kSlowRank]) << "rank " << r;
   }
   const std::string log = log_of("slow");
-  EXPECT_NE(log.find("straggler: rank 2 flagged at step 3"), std::string::npos) << log;
+  EXPECT_NE(log.find("straggler: rank 2 flagged at step 4"), std::string::npos) << log;
 }
 
 // Without the hook the ranks do the same work. A tiny-GPT micro-step computes in about a

@@ -18,6 +18,10 @@ void StragglerOptions::validate() const {
     throw ConfigError("straggler consecutive " + std::to_string(consecutive) +
                       ": must be at least 1 step");
   }
+  if (warmup_steps < 0) {
+    throw ConfigError("straggler warmup_steps " + std::to_string(warmup_steps) +
+                      ": must be 0 or more steps");
+  }
 }
 
 StragglerDetector::StragglerDetector(int world_size, StragglerOptions options)
@@ -46,6 +50,7 @@ StragglerReport StragglerDetector::observe(std::span<const float> step_time) {
   const double median =
       n % 2 == 1 ? scratch_[n / 2] : 0.5 * (scratch_[n / 2 - 1] + scratch_[n / 2]);
 
+  const bool warming_up = observed_++ < options_.warmup_steps;
   StragglerReport report;
   report.median = median;
   flagged_.clear();
@@ -55,7 +60,7 @@ StragglerReport StragglerDetector::observe(std::span<const float> step_time) {
       report.max_ratio = ratio_[r];
       report.slowest_rank = static_cast<int>(r);
     }
-    slow_steps_[r] = ratio_[r] >= options_.threshold ? slow_steps_[r] + 1 : 0;
+    slow_steps_[r] = !warming_up && ratio_[r] >= options_.threshold ? slow_steps_[r] + 1 : 0;
     if (slow_steps_[r] >= options_.consecutive) {
       flagged_.push_back(static_cast<int>(r));
       if (report.straggler_rank < 0 ||

@@ -9,7 +9,9 @@
 //
 // Per step: ratio[r] = time[r] / median(time). A rank is flagged as a straggler once its ratio
 // has been at least `threshold` for `consecutive` steps in a row; one step below the threshold
-// clears its count (a single slow step, a checkpoint or a page fault storm, is noise). The median
+// clears its count (a single slow step, a checkpoint or a page fault storm, is noise). The first
+// `warmup_steps` steps report ratios but count for nobody: they carry one-time costs (kernel
+// primitives built, pages touched first) that differ between ranks by chance. The median
 // of an even count is the mean of the two middle values, so with 2 ranks a rank at ratio 1.2 is
 // 1.5x slower than the other.
 #include <cstdint>
@@ -21,6 +23,7 @@ namespace brigade {
 struct StragglerOptions {
   double threshold = 1.2;  // ratio to the median at which a step counts as slow; > 1
   int consecutive = 3;     // slow steps in a row before a rank is flagged; >= 1
+  int warmup_steps = 1;    // first steps that never count as slow; >= 0
 
   // Throws ConfigError naming the field, its value and what is allowed.
   void validate() const;
@@ -54,6 +57,7 @@ class StragglerDetector {
   std::vector<double> scratch_;  // sorted copy for the median
   std::vector<int> slow_steps_;  // consecutive slow steps per rank
   std::vector<int> flagged_;
+  int64_t observed_ = 0;  // steps seen, warm-up included
 };
 
 }  // namespace brigade

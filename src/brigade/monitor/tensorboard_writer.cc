@@ -72,11 +72,19 @@ bool TensorBoardWriter::add_scalars(int64_t step, std::string_view prefix,
                                     const nlohmann::json& record) {
   tb::Event e = event_at(step);
   tb::Summary* s = e.mutable_summary();
-  for (const auto& [key, v] : record.items()) {
-    if (!v.is_number() || key == "step" || key == "segment") continue;
+  const auto add = [&](const std::string& tag, const nlohmann::json& v) {
     tb::Summary::Value* value = s->add_value();
-    value->set_tag(fmt::format("{}/{}", prefix, key));
+    value->set_tag(tag);
     value->set_simple_value(v.get<float>());
+  };
+  for (const auto& [key, v] : record.items()) {
+    if (key == "step" || key == "segment") continue;
+    if (v.is_number()) add(fmt::format("{}/{}", prefix, key), v);
+    if (!v.is_object()) continue;
+    // One level of named numbers, e.g. comm_sent_by {"dp/all_reduce": n}.
+    for (const auto& [name, x] : v.items()) {
+      if (x.is_number()) add(fmt::format("{}/{}/{}", prefix, key, name), x);
+    }
   }
   return s->value_size() == 0 || append(e.SerializeAsString());
 }

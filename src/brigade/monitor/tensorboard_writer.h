@@ -36,7 +36,8 @@ class TensorBoardWriter {
   const std::string& path() const { return path_; }
 
   // Every number of `record` (bools and the bookkeeping fields step, segment, time excluded) as
-  // the scalar "<prefix>/<key>" at `step`, in one event.
+  // the scalar "<prefix>/<key>" at `step`, in one event; the numbers of an object member (one
+  // level deep) as "<prefix>/<key>/<name>".
   bool add_scalars(int64_t step, std::string_view prefix, const nlohmann::json& record);
   // One scalar.
   bool add_scalar(int64_t step, const std::string& tag, double value);

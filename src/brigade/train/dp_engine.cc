@@ -176,9 +176,9 @@ class DpEngine final : public TrainEngine {
   ParamLayout checkpoint_layout() const override { return model_->layout(); }
   void after_restore(bool resumed) override { sync_->after_restore(resumed); }
 
-  std::optional<OpCounters> comm_totals() override {
-    if (!group_.world) return std::nullopt;
-    return group_.world->stats().total();
+  std::vector<CommChannel> comm_channels() override {
+    if (!group_.world) return {};
+    return {{"dp", &group_.world->stats()}};
   }
 
   void add_summary(nlohmann::json& summary) override {

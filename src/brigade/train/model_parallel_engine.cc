@@ -146,7 +146,7 @@ class ModelParallelEngine final : public TrainEngine {
   void after_restore(bool) override {}
 
   void add_provenance(nlohmann::json& p) const override { p["mesh"] = layout_.to_string(); }
-  std::optional<OpCounters> comm_totals() override;
+  std::vector<CommChannel> comm_channels() override;
   void add_summary(nlohmann::json& summary) override;
 
  private:
@@ -420,12 +420,13 @@ void ModelParallelEngine::add_summary(nlohmann::json& summary) {
   add_moe_summary(summary, pipeline_moe_totals(true));
 }
 
-std::optional<OpCounters> ModelParallelEngine::comm_totals() {
-  OpCounters sum = ctx_.group.world->stats().total();
-  for (MeshAxis a : kMeshAxes) sum += mesh_.comm(a).stats().total();
-  if (layout_.shape.ep > 1) sum += replicas_comm_->stats().total();
-  if (embedding_) sum += embedding_->stats().total();
-  return sum;
+std::vector<CommChannel> ModelParallelEngine::comm_channels() {
+  std::vector<CommChannel> out{{"world", &ctx_.group.world->stats()}};
+  for (MeshAxis a : kMeshAxes) out.push_back({mesh_axis_name(a), &mesh_.comm(a).stats()});
+  // With ep = 1 the replicas are the dp group itself, already listed.
+  if (layout_.shape.ep > 1) out.push_back({"dp_ep", &replicas_comm_->stats()});
+  if (embedding_) out.push_back({"embedding", &embedding_->stats()});
+  return out;
 }
 
 }  // namespace

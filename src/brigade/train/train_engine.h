@@ -23,6 +23,7 @@
 #include "brigade/comm/communicator.h"
 #include "brigade/comm/wire_traffic.h"
 #include "brigade/data/loader.h"
+#include "brigade/monitor/comm_by_axis.h"
 #include "brigade/monitor/step_breakdown.h"
 #include "brigade/parallel/dp_strategy.h"
 #include "brigade/train/checkpointing.h"
@@ -93,8 +94,8 @@ class TrainEngine {
 
   // ---- Reports ----
   virtual void add_provenance(nlohmann::json&) const {}
-  // Communication counters of every communicator this rank uses; nullopt for one process.
-  virtual std::optional<OpCounters> comm_totals() = 0;
+  // Every communicator this rank trains with, named after its group; empty for one process.
+  virtual std::vector<CommChannel> comm_channels() = 0;
   virtual void add_summary(nlohmann::json& summary) = 0;
 };
 

@@ -108,6 +108,7 @@ class TrainingLoop {
   Progress progress_;
   LrSchedule schedule_;
   StragglerWatch straggler_;
+  CommByAxis comm_;  // every communicator the engine trains with, by group and operation
   nlohmann::json provenance_;
   nlohmann::json summary_;
 
@@ -415,13 +416,14 @@ int TrainingLoop::run() {
   Stopwatch run_watch;
   int64_t last_saved = start_step_;
   if (rapl_) rapl_->joules_since_last();  // the first step's energy starts here
+  comm_ = CommByAxis(engine_.comm_channels());
   const std::vector<int64_t>& trace = config_.monitor.trace_steps;
   for (int64_t step = start_step_; step < end; ++step) {
     // The window opens at its first step, or at the first step of a run resumed inside it.
     if (!trace.empty() && step + 1 == std::max(trace[0], start_step_ + 1)) {
       Tracer::instance().start();
     }
-    const std::optional<OpCounters> before = engine_.comm_totals();
+    comm_.mark();
     Stopwatch step_watch;
     TraceSpan step_span("step", fmt::format("step {}", step + 1));
     const bool applied = train_step(step);
@@ -443,13 +445,8 @@ int TrainingLoop::run() {
       }
     }
     engine_.add_step_metrics(rec, applied, updates_, done == t.steps, exchange);
-    if (before) {
-      // This rank's bytes (rank 0: under model parallelism the first stage, tp rank 0).
-      const OpCounters after = *engine_.comm_totals();
-      rec["comm_sent_bytes"] = after.bytes_sent - before->bytes_sent;
-      rec["comm_recv_bytes"] = after.bytes_received - before->bytes_received;
-      rec["comm_rounds"] = after.rounds - before->rounds;
-    }
+    // This rank's bytes (rank 0: under model parallelism the first stage, tp rank 0).
+    comm_.add_since_mark(rec);
     if (t.eval_every > 0 && done % t.eval_every == 0 && done != t.steps) {
       const TraceSpan span("eval", "evaluation");
       Stopwatch eval;
@@ -499,11 +496,7 @@ int TrainingLoop::run() {
   summary_["skipped_steps"] = skipped_;
   summary_["wall_s"] = run_watch.seconds();
   engine_.add_summary(summary_);
-  if (const std::optional<OpCounters> total = engine_.comm_totals()) {
-    summary_["comm_sent_bytes"] = total->bytes_sent;
-    summary_["comm_recv_bytes"] = total->bytes_received;
-    summary_["comm_rounds"] = total->rounds;
-  }
+  comm_.add_totals(summary_);
   straggler_.add_summary(summary_);
   summary_["peak_rss_mib_per_rank"] = peak_rss_mib_per_rank();
   if (rank_ == 0) add_energy_summary();

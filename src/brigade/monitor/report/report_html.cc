@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -97,6 +98,39 @@ std::string breakdown_chart(const RunRecords& run, size_t index) {
   return c.xs.empty() ? "" : render_svg(c);
 }
 
+// Bytes this rank sent per step, stacked by mesh axis and operation (comm_sent_by).
+std::string comm_chart(const RunRecords& run, size_t index) {
+  StackedBars c{.id = fmt::format("comm-{}", index),
+                .title = "bytes sent per step by mesh axis and operation: " + run.name,
+                .x_label = "step",
+                .y_label = "bytes",
+                .xs = {},
+                .part_labels = {},
+                .parts = {}};
+  for (const auto& r : run.train) {
+    const auto by = r.find("comm_sent_by");
+    if (by == r.end() || !by->is_object()) continue;
+    for (const auto& [key, v] : by->items()) {
+      if (v.is_number() &&
+          std::find(c.part_labels.begin(), c.part_labels.end(), key) == c.part_labels.end()) {
+        c.part_labels.push_back(key);
+      }
+    }
+  }
+  if (c.part_labels.empty()) return "";
+  c.parts.resize(c.part_labels.size());
+  for (const auto& r : run.train) {
+    const auto by = r.find("comm_sent_by");
+    if (by == r.end() || !by->is_object()) continue;
+    c.xs.push_back(number(r, "step"));
+    for (size_t i = 0; i < c.part_labels.size(); ++i) {
+      const auto v = by->find(c.part_labels[i]);
+      c.parts[i].push_back(v != by->end() && v->is_number() ? v->get<double>() : 0.0);
+    }
+  }
+  return render_svg(c);
+}
+
 std::string busy_chart(const RunRecords& run, size_t index) {
   const auto it =
       run.summary.is_object() ? run.summary.find("busy_ms_per_rank") : run.summary.end();
@@ -174,7 +208,7 @@ std::string build_report_html(const std::vector<RunRecords>& runs) {
 
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunRecords& run = runs[i];
-    std::string per_run = breakdown_chart(run, i) + busy_chart(run, i);
+    std::string per_run = breakdown_chart(run, i) + comm_chart(run, i) + busy_chart(run, i);
     per_run += "<h3>summary</h3>" + key_value_table(run.summary);
     per_run += "<h3>config</h3><pre>" + html_escape(run.config_toml) + "</pre>";
     per_run += "<h3>provenance</h3>" + key_value_table(run.manifest);
