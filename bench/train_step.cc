@@ -1,5 +1,6 @@
-// Single-process training-step benchmark, on each GEMM backend side by side: how fast is one
-// GPT training step (forward, backward, gradient clipping, AdamW) on oneDNN and on OpenBLAS,
+// Single-process training-step benchmark, on each GEMM backend (and operand precision: an arm
+// "onednn:bf16" runs train.precision = "bf16") side by side: how fast is one GPT training step
+// (forward, backward, gradient clipping, AdamW) on oneDNN and on OpenBLAS,
 // how fast are the step's GEMMs alone on each, and how close does the step come to its GEMMs?
 //
 // The GEMM reference is the mix of the step itself: every linear-layer product the model runs
@@ -158,7 +159,13 @@ double median(std::vector<double> v) {
 // One backend's side of the comparison: its own model, optimizer, data stream, profiler and
 // GEMM set, and its timings.
 struct Arm {
+  std::string name;  // "onednn", "onednn:bf16"
   GemmBackend backend;
+  GemmPrecision precision = GemmPrecision::kF32;
+  void select() const {
+    set_gemm_backend(backend);
+    set_gemm_precision(precision);
+  }
   std::unique_ptr<Gpt> model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<DataLoader> loader;
@@ -218,9 +225,15 @@ int run(const Options& opt) {
   std::vector<Arm> arms(opt.backends.size());
   for (size_t a = 0; a < arms.size(); ++a) {
     Arm& arm = arms[a];
-    if (!parse_gemm_backend(opt.backends[a], &arm.backend))
-      throw ConfigError("--backends: unknown backend \"" + opt.backends[a] +
-                        "\" (onednn, openblas)");
+    // "backend" or "backend:precision".
+    arm.name = opt.backends[a];
+    const size_t colon = arm.name.find(':');
+    if (!parse_gemm_backend(arm.name.substr(0, colon), &arm.backend) ||
+        (colon != std::string::npos &&
+         !parse_gemm_precision(arm.name.substr(colon + 1), &arm.precision))) {
+      throw ConfigError("--backends: unknown arm \"" + arm.name +
+                        "\" (onednn, openblas, each optionally :f32 or :bf16)");
+    }
     arm.model = std::make_unique<Gpt>(mc, B);
     arm.model->initialize(static_cast<uint64_t>(config.run.seed));
     arm.optimizer = make_optimizer(oc, arm.model->layout(), 0, arm.model->num_params());
@@ -270,7 +283,7 @@ int run(const Options& opt) {
              first_line_with("/proc/cpuinfo", "model name"), std::thread::hardware_concurrency(),
              opt.threads, loadavg());
   for (const Arm& arm : arms) {
-    set_gemm_backend(arm.backend);
+    arm.select();
     fmt::print("backend       {}\n", gemm_backend_description());
   }
   fmt::print("flops/step    {:.2f} GFLOP (flops_per_example x B = (6 N T + 12 L C T^2) x B)\n",
@@ -279,7 +292,7 @@ int run(const Options& opt) {
              set_flops * 1e-9);
 
   auto round = [&](Arm& arm, bool timed) {
-    set_gemm_backend(arm.backend);
+    arm.select();
     Stopwatch watch;
     train_step(arm);
     const double step_seconds = watch.seconds();
@@ -319,7 +332,7 @@ int run(const Options& opt) {
     for (double v : arm.gemm_s) gemm_total += v;
     const double achieved = step_flops * steps / step_total;
     const double sgemm = set_flops * steps / gemm_total;
-    fmt::print("\n== {} ==  last loss {:.4f}\n", gemm_backend_name(arm.backend), arm.last_loss);
+    fmt::print("\n== {} ==  last loss {:.4f}\n", arm.name, arm.last_loss);
     fmt::print("step time     median {:.1f} ms, mean {:.1f} ms\n", 1e3 * median(arm.step_s),
                1e3 * step_total / steps);
     fmt::print("tokens/s      {:.0f} (median step), {:.0f} (mean)\n", tokens / median(arm.step_s),
@@ -361,7 +374,7 @@ int run(const Options& opt) {
       fmt::print(
           "\n{} vs {}: GEMM set {:.2f}x, training step {:.2f}x faster (medians of per-round "
           "time ratios; step min {:.2f}x, max {:.2f}x)\n",
-          gemm_backend_name(a.backend), gemm_backend_name(b.backend), median(gemm_speedup),
+          a.name, b.name, median(gemm_speedup),
           median(step_speedup), *std::min_element(step_speedup.begin(), step_speedup.end()),
           *std::max_element(step_speedup.begin(), step_speedup.end()));
     }
@@ -389,7 +402,9 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", opt.warmup, "untimed rounds first")->check(CLI::NonNegativeNumber);
   app.add_option("--threads", opt.threads, "GEMM threads (both backends)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--backends", opt.backends, "GEMM backends, compared side by side (first vs rest)")
+  app.add_option("--backends", opt.backends,
+                 "arms compared side by side (first vs rest): backend[:precision], e.g. "
+                 "onednn,onednn:bf16,openblas")
       ->delimiter(',');
   app.add_flag("--random-tokens", opt.random_tokens,
                "uniform random tokens instead of the config's corpus");

@@ -3,7 +3,9 @@
 // (leading dimensions above the row length, elements outside the tile untouched). Then what the
 // bitwise claims elsewhere rest on (same shape => bitwise the same result, wherever the buffers
 // are), that the backend switch really switches, and that oneDNN creates its primitives once
-// per shape and afterwards neither creates nor allocates anything.
+// per shape and afterwards neither creates nor allocates anything. Last, the bf16-operand path
+// (train.precision = "bf16") against the exact product of the rounded operands and within
+// bf16's error bound of the f32 product.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -13,45 +15,18 @@
 #include <cstdlib>
 #include <limits>
 #include <new>
+#include <optional>
 #include <ostream>
 #include <vector>
 
+#include "brigade/base/error.h"
 #include "brigade/kernels/cpu/gemm_backend.h"
 #include "brigade/kernels/cpu/gemm_onednn.h"
+#include "brigade/tensor/bf16.h"
+#include "common/bf16_support.h"
+#include "common/counted_allocations.h"
 #include "gemm_backends.h"
 #include "grad_check.h"
-
-// Counts heap allocations made while g_counting is set: every operator new of this test binary
-// (oneDNN's std containers included), and posix_memalign, through which oneDNN allocates its own
-// objects (memory objects, primitives, buffers: dnnl::impl::malloc). Both are replaced here, and
-// the dynamic linker binds libdnnl's calls to these definitions.
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<int64_t> g_allocations{0};
-}  // namespace
-
-// Replacing both halves is what the standard allows; GCC still pairs malloc'ed new with free.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(size_t n) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, size_t) noexcept {
-  std::free(p);
-}
-
-extern "C" int posix_memalign(void** out, size_t alignment, size_t size) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1);
-  // aligned_alloc wants a multiple of the alignment; its memory is released by free().
-  void* p = std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
-  if (p == nullptr) return ENOMEM;
-  *out = p;
-  return 0;
-}
 
 namespace brigade {
 namespace {
@@ -245,12 +220,10 @@ Counted count_warm_calls(const std::vector<Case>& shapes, int passes) {
   const detail::OneDnnGemmStats warm = detail::onednn_gemm_stats();
   Counted out;
   for (int pass = 0; pass < passes; ++pass) {
-    g_allocations = 0;
-    g_counting = true;
+    testing::CountedAllocations counted;
     for (size_t i = 0; i < shapes.size(); ++i) run(shapes[i], ops[i], ops[i].C.data());
     run(shapes[0], ops[0], other.data());
-    g_counting = false;
-    out.allocations.push_back(g_allocations.load());
+    out.allocations.push_back(counted.count());
   }
   const detail::OneDnnGemmStats after = detail::onednn_gemm_stats();
   out.calls = after.calls - warm.calls;
@@ -322,6 +295,135 @@ TEST(GemmOneDnn, ThreadCountChangeGetsItsOwnPrimitive) {
   run(c, o, two.data());
   EXPECT_EQ(detail::onednn_gemm_stats().primitives_created, created + 1);  // cached again
   EXPECT_EQ(one, two);
+}
+
+// ---- bf16 operands ----
+
+// Selects an operand precision until the end of the scope.
+class ScopedGemmPrecision {
+ public:
+  explicit ScopedGemmPrecision(GemmPrecision p) : previous_(gemm_precision()) {
+    set_gemm_precision(p);
+  }
+  ~ScopedGemmPrecision() { set_gemm_precision(previous_); }
+  ScopedGemmPrecision(const ScopedGemmPrecision&) = delete;
+  ScopedGemmPrecision& operator=(const ScopedGemmPrecision&) = delete;
+
+ private:
+  GemmPrecision previous_;
+};
+
+// The operands as the bf16 path multiplies them: every element rounded to bf16.
+Operands rounded(Operands o) {
+  for (std::vector<float>* v : {&o.A, &o.B}) {
+    for (float& x : *v) x = bf16_to_float(float_to_bf16(x));
+  }
+  return o;
+}
+
+// Per element of C: |alpha| sum_k |a_k b_k|, the scale of the product's rounding error.
+std::vector<double> abs_products(const Case& c, const Operands& o) {
+  Operands a = o;
+  for (std::vector<float>* v : {&a.A, &a.B}) {
+    for (float& x : *v) x = std::fabs(x);
+  }
+  Case no_c = c;
+  no_c.alpha = std::fabs(c.alpha);
+  no_c.beta = 0.0f;
+  return naive_gemm(no_c, a);
+}
+
+class GemmBf16Test : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    BRIGADE_SKIP_WITHOUT_BF16_GEMM();
+    bf16_.emplace(GemmPrecision::kBf16);
+  }
+  test::ScopedGemmBackend onednn_{GemmBackend::kOneDnn};
+  std::optional<ScopedGemmPrecision> bf16_;
+  const Case c = GetParam();
+};
+
+// Against the double product of the rounded operands only f32 accumulation error is left: the
+// f32 test's tolerance. Unrounded operands differ from rounded ones by up to 2^-8 relative per
+// element, orders above it, so a call that skipped the conversion fails here.
+TEST_P(GemmBf16Test, EqualsTheExactProductOfTheRoundedOperands) {
+  Operands o = make_operands(c, 21);
+  const std::vector<double> expected = naive_gemm(c, rounded(o));
+  run(c, o, o.C.data());
+  EXPECT_TRUE(all_close(o.C, expected, 1e-5, 1e-6 * c.K + 1e-6));
+}
+
+// Against the f32 operands: bf16 keeps 8 significant bits, so each operand is off by at most
+// u = 2^-8 relative and each product by 2u + u^2: |C - C_exact| <= (2u + u^2) |alpha| sum |a b|
+// plus the f32 accumulation term.
+TEST_P(GemmBf16Test, WithinBf16sBoundOfTheF32Product) {
+  Operands o = make_operands(c, 22);
+  const std::vector<double> exact = naive_gemm(c, o), scale = abs_products(c, o);
+  run(c, o, o.C.data());
+  const double u = std::ldexp(1.0, -8);
+  double worst = 0;
+  for (int64_t m = 0; m < c.M; ++m) {
+    for (int64_t n = 0; n < c.N; ++n) {
+      const int64_t i = m * o.ldc + n;
+      const double err = std::fabs(o.C[i] - exact[i]);
+      const double bound = (2 * u + u * u) * scale[i] + 1e-6 * c.K + 1e-6;
+      ASSERT_LE(err, bound) << "C[" << m << "," << n << "]";
+      worst = std::max(worst, err / bound);
+    }
+  }
+  std::printf("worst error / bound %.3f\n", worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GemmBf16Test, ::testing::ValuesIn(cases()),
+                         [](const auto& info) {
+                           std::ostringstream os;
+                           os << info.param;
+                           return os.str();
+                         });
+
+TEST(GemmBf16, NamesRoundTripAndF32IsTheDefault) {
+  EXPECT_EQ(gemm_precision(), GemmPrecision::kF32);
+  for (GemmPrecision p : {GemmPrecision::kF32, GemmPrecision::kBf16}) {
+    GemmPrecision parsed{};
+    ASSERT_TRUE(parse_gemm_precision(gemm_precision_name(p), &parsed));
+    EXPECT_EQ(parsed, p);
+  }
+  GemmPrecision untouched = GemmPrecision::kBf16;
+  EXPECT_FALSE(parse_gemm_precision("fp16", &untouched));
+  EXPECT_EQ(untouched, GemmPrecision::kBf16);
+}
+
+// Debian's OpenBLAS has no bf16 GEMM: selecting bf16 on it is a ConfigError naming the key.
+TEST(GemmBf16, OpenBlasRefusesBf16ByName) {
+  test::ScopedGemmBackend openblas(GemmBackend::kOpenBlas);
+  try {
+    set_gemm_precision(GemmPrecision::kBf16);
+    FAIL() << "bf16 accepted on OpenBLAS";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.precision"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(gemm_precision(), GemmPrecision::kF32);
+}
+
+// The bf16 path's operand buffers grow once: after warm-up its calls allocate no more than f32
+// calls of the same shapes (oneDNN's own per-execute blocks), and create no primitive.
+TEST(GemmBf16, NothingCreatedAndNoAllocationOfOursAfterWarmup) {
+  BRIGADE_SKIP_WITHOUT_BF16_GEMM();
+  test::ScopedGemmBackend onednn(GemmBackend::kOneDnn);
+  ScopedGemmPrecision bf16(GemmPrecision::kBf16);
+  std::vector<Case> regular;
+  for (const Case& c : cases()) {
+    if (c.M % 32 == 0 && c.N % 32 == 0 && c.K % 32 == 0) regular.push_back(c);
+  }
+  const Counted r = count_warm_calls(regular, 3);
+  EXPECT_EQ(r.created, 0);
+  for (int64_t a : r.allocations) {
+    EXPECT_LE(a, kStaticCallAllocations * static_cast<int64_t>(regular.size() + 1));
+  }
+  std::printf("oneDNN bf16 implementation of the c_attn forward: %s\n",
+              detail::onednn_gemm_impl(false, true, 256, 768, 256, 1.0f, 256, 256, 0.0f, 768, true)
+                  .c_str());
 }
 
 }  // namespace

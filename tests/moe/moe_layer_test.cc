@@ -13,26 +13,10 @@
 
 #include "brigade/base/error.h"
 #include "brigade/kernels/cpu/gemm_onednn.h"
+#include "common/counted_allocations.h"
 #include "kernels/gemm_backends.h"
 #include "kernels/grad_check.h"
 #include "moe/moe_reference.h"
-
-// Counts heap allocations while armed, to prove forward and backward allocate nothing.
-namespace {
-std::atomic<bool> g_count_allocs{false};
-std::atomic<int64_t> g_allocs{0};
-}  // namespace
-void* operator new(size_t n) {
-  if (g_count_allocs.load(std::memory_order_relaxed)) g_allocs.fetch_add(1);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, size_t) noexcept {
-  std::free(p);
-}
 
 namespace brigade {
 namespace {
@@ -87,8 +71,9 @@ TEST_P(MoeLayerTest, MatchesNaiveReference) {
   std::vector<float> out(f.x.size(), -7.0f);
   const float term = layer.forward(out.data(), f.x.data(), f.N, f.params.data());
   const RefMoe ref = naive_moe(f.cfg, f.mp, f.params_d(), f.x_d(), f.N);
-  if (f.cfg.capacity_factor > 0 && f.cfg.capacity_factor < 1.0)
+  if (f.cfg.capacity_factor > 0 && f.cfg.capacity_factor < 1.0) {
     ASSERT_GT(ref.dropped, 0) << "the case must exercise dropping";
+  }
 
   const int K = f.cfg.top_k;
   for (int64_t n = 0; n < f.N; ++n)
@@ -307,14 +292,12 @@ TEST(MoeLayer, ForwardAndBackwardDoNotAllocate) {
   const std::vector<float> w = test::random_vector(f.N * f.cfg.d_model, 8);
   std::vector<float> out(f.x.size()), dx(f.x.size(), 0.0f);
   layer.forward(out.data(), f.x.data(), f.N, f.params.data());  // warm OpenBLAS
-  g_allocs = 0;
-  g_count_allocs = true;
+  testing::CountedAllocations counted;
   for (int64_t n : {f.N, f.N / 2, int64_t{0}, f.N}) {
     layer.forward(out.data(), f.x.data(), n, f.params.data());
     layer.backward(dx.data(), w.data(), f.x.data(), 1.0f, f.params.data(), f.grads.data());
   }
-  g_count_allocs = false;
-  EXPECT_EQ(g_allocs.load(), 0);
+  EXPECT_EQ(counted.count(), 0);
 }
 
 // With oneDNN the experts' varying row counts create no primitive once every GEMM family has
@@ -338,11 +321,9 @@ TEST(MoeLayer, ForwardAndBackwardOnOneDnnCreateNothingAfterWarmup) {
   const detail::OneDnnGemmStats warm = detail::onednn_gemm_stats();
   std::vector<int64_t> allocs;
   for (int rep = 0; rep < 3; ++rep) {
-    g_allocs = 0;
-    g_count_allocs = true;
+    testing::CountedAllocations counted;
     pass();
-    g_count_allocs = false;
-    allocs.push_back(g_allocs.load());
+    allocs.push_back(counted.count());
   }
   const detail::OneDnnGemmStats after = detail::onednn_gemm_stats();
   EXPECT_GT(after.calls, warm.calls);  // the experts really ran on oneDNN

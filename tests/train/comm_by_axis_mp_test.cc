@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/metrics_records.h"
 #include "common/run_command.h"
 #include "common/tiny_gpt_config.h"
 
@@ -45,12 +46,7 @@ class CommByAxisRuns : public ::testing::Test {
                             config_ + " --set run.out_dir=" + dir_ + "/" + name + " " + extra;
     const auto r = run_command(cmd, 120);
     EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
-    std::vector<nlohmann::json> out;
-    std::ifstream in(dir_ + "/" + name + "/tiny/metrics.jsonl");
-    for (std::string line; std::getline(in, line);) {
-      auto j = nlohmann::json::parse(line);
-      if (j["type"] == "train") out.push_back(std::move(j));
-    }
+    auto out = testing::metrics_records(dir_ + "/" + name + "/tiny/metrics.jsonl", "train");
     EXPECT_EQ(out.size(), 3u);
     return out;
   }

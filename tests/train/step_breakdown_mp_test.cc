@@ -19,6 +19,7 @@
 #include "brigade/base/file_io.h"
 #include "brigade/runtime/config.h"
 #include "brigade/train/model_flops.h"
+#include "common/metrics_records.h"
 #include "common/run_command.h"
 #include "common/tiny_gpt_config.h"
 
@@ -51,13 +52,10 @@ class StepBreakdownRuns : public ::testing::Test {
                             " --set run.out_dir=" + dir_ + "/" + name + " " + extra;
     const auto r = run_command(cmd, 120);
     EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
-    std::vector<nlohmann::json> out;
-    std::ifstream in(dir_ + "/" + name + "/tiny/metrics.jsonl");
-    for (std::string line; std::getline(in, line);) {
-      auto j = nlohmann::json::parse(line);
-      if (j["type"] == "train") out.push_back(j);
-      if (j["type"] == "summary") *summary = j;
-    }
+    const std::string metrics = dir_ + "/" + name + "/tiny/metrics.jsonl";
+    auto out = testing::metrics_records(metrics, "train");
+    const auto summaries = testing::metrics_records(metrics, "summary");
+    if (!summaries.empty()) *summary = summaries.back();
     EXPECT_EQ(out.size(), 8u);
     return out;
   }

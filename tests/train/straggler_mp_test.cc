@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "brigade/base/file_io.h"
+#include "common/metrics_records.h"
 #include "common/run_command.h"
 #include "common/tiny_gpt_config.h"
 
@@ -42,10 +43,7 @@ class Stragglers : public ::testing::Test {
                             config_ + " --set run.out_dir=" + dir_ + "/" + name + " " + extra;
     const auto r = run_command(cmd, 120);
     EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
-    std::vector<nlohmann::json> out;
-    std::ifstream in(dir_ + "/" + name + "/tiny/metrics.jsonl");
-    for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
-    return out;
+    return testing::metrics_records(dir_ + "/" + name + "/tiny/metrics.jsonl");
   }
   std::string log_of(const std::string& name) const {
     return read_file(dir_ + "/" + name + "/tiny/train.log");
@@ -63,7 +61,9 @@ TEST_F(Stragglers, SlowedRankIsNamed) {
     ++steps;
     const int64_t step = r["step"].get<int64_t>();
     ASSERT_TRUE(r.contains("straggler_max_ratio")) << r.dump();
-    if (step > 1) EXPECT_GT(r["straggler_max_ratio"].get<double>(), 1.2) << r.dump();
+    if (step > 1) {
+      EXPECT_GT(r["straggler_max_ratio"].get<double>(), 1.2) << r.dump();
+    }
     if (step < 4) {
       EXPECT_FALSE(r.contains("straggler_rank")) << "flagged before 3 slow steps: " << r.dump();
     } else {
@@ -78,7 +78,9 @@ TEST_F(Stragglers, SlowedRankIsNamed) {
   ASSERT_EQ(busy.size(), 3u);
   EXPECT_GE(busy[kSlowRank], kSlowMs);
   for (int r = 0; r < 3; ++r) {
-    if (r != kSlowRank) EXPECT_LT(busy[r], busy[kSlowRank]) << "rank " << r;
+    if (r != kSlowRank) {
+      EXPECT_LT(busy[r], busy[kSlowRank]) << "rank " << r;
+    }
   }
   const std::string log = log_of("slow");
   EXPECT_NE(log.find("straggler: rank 2 flagged at step 4"), std::string::npos) << log;

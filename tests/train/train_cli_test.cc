@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "brigade/base/file_io.h"
+#include "common/bf16_support.h"
 #include "common/checkpoint_tensors.h"
 #include "common/run_command.h"
 #include "common/tiny_gpt_config.h"
@@ -172,6 +173,25 @@ TEST_F(TrainCli, GemmBackendComesFromTheConfigAndIsLogged) {
   auto bad = train("bad", "--set train.kernels=mkl");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.output, HasSubstr("train.kernels"));
+}
+
+// train.precision = "bf16" is logged with the kernels; where oneDNN has no bf16 matmul (its ISA
+// capped below AVX-512 with oneDNN's own DNNL_MAX_CPU_ISA, as on an AVX2-only CPU) the run stops
+// at start with exit 2 and a message naming the key, and where it only emulates bf16 (no
+// AVX512_BF16) the log says so.
+TEST_F(TrainCli, Bf16PrecisionIsLoggedAndRefusedWhereOneDnnHasNoBf16) {
+  auto avx2 = train("avx2", "--set train.precision=bf16", "DNNL_MAX_CPU_ISA=AVX2");
+  EXPECT_EQ(avx2.exit_code, 2) << avx2.output;
+  EXPECT_THAT(avx2.output, HasSubstr("train.precision = \"bf16\""));
+  EXPECT_THAT(avx2.output, HasSubstr("set train.precision = \"f32\""));
+  BRIGADE_SKIP_WITHOUT_BF16_GEMM();
+  auto r = train("bf16", "--set train.precision=bf16");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string log = read_file(dir_ + "/bf16/tiny/train.log");
+  EXPECT_THAT(log, HasSubstr("1 thread, bf16 operands"));
+  auto avx512 = train("avx512", "--set train.precision=bf16", "DNNL_MAX_CPU_ISA=AVX512_CORE");
+  ASSERT_EQ(avx512.exit_code, 0) << avx512.output;
+  EXPECT_THAT(read_file(dir_ + "/avx512/tiny/train.log"), HasSubstr("EMULATED"));
 }
 
 TEST_F(TrainCli, TokenizeWritesShardsThatTrainWithTheirBpe) {

@@ -252,6 +252,11 @@ void Config::validate() const {
   require_range(train.log_every, "train.log_every", 1, INT64_MAX);
   require_range(train.blas_threads, "train.blas_threads", 1, 256);
   require_one_of(train.kernels, "train.kernels", {"onednn", "openblas"});
+  require_one_of(train.precision, "train.precision", {"f32", "bf16"});
+  require(train.precision != "bf16" || train.kernels == "onednn", "train.precision",
+          train.precision,
+          "must be \"f32\" when train.kernels = \"" + train.kernels +
+              "\" (Debian's OpenBLAS has no bf16 GEMM); bf16 needs train.kernels = \"onednn\"");
   require_one_of(train.on_nonfinite, "train.on_nonfinite", {"stop", "skip"});
   require(train.straggler_threshold == 0 ||
               (std::isfinite(train.straggler_threshold) && train.straggler_threshold > 1 &&

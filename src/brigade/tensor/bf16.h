@@ -1,6 +1,7 @@
 #pragma once
 // bfloat16 storage: the top 16 bits of an IEEE float. Conversion rounds to nearest even;
-// NaN stays NaN. Compute is always f32; bf16 is for wire payloads and checkpoints.
+// NaN stays NaN. bf16 is for wire payloads, checkpoints and, under train.precision = "bf16", the
+// operands of GEMMs (gemm_backend.h); everything else computes in f32.
 #include <cstdint>
 #include <cstring>
 

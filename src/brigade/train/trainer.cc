@@ -21,6 +21,10 @@ void configure_kernels(const TrainConfig& train) {
       << "train.kernels = " << train.kernels << " passed validation";
   set_gemm_backend(backend);
   set_blas_threads(static_cast<int>(train.blas_threads));
+  GemmPrecision precision{};
+  BRIGADE_CHECK(parse_gemm_precision(train.precision, &precision))
+      << "train.precision = " << train.precision << " passed validation";
+  set_gemm_precision(precision);  // ConfigError where this CPU or library has no bf16 GEMM
 }
 
 int train(const Config& config) {

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "brigade/tensor/bf16.h"
+
 namespace brigade::detail {
 
 struct BackendOps {
@@ -14,6 +16,11 @@ struct BackendOps {
   void (*sgemm)(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                 const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                 int64_t ldc);
+  // The same with bf16 operands (dense copies, ld as given), f32 accumulation and output;
+  // nullptr where the library has none (Debian's OpenBLAS 0.3.21 is built without sbgemm).
+  void (*bf16gemm)(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                   const bf16* A, int64_t lda, const bf16* B, int64_t ldb, float beta, float* C,
+                   int64_t ldc) = nullptr;
   // Threads this library uses per process from now on.
   void (*set_threads)(int n);
   // The library and its version as it reports them at run time ("oneDNN 2.6.3").
@@ -45,6 +52,9 @@ void onednn_layernorm_forward(float* out, float* mean, float* rstd, const float*
 void onednn_layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                const float* inp, const float* weight, const float* mean,
                                const float* rstd, int64_t N, int64_t C);
+
+// oneDNN's effective ISA includes AVX512_BF16 (gemm_onednn.cc).
+bool onednn_native_bf16();
 
 // Counts a primitive brigade created (and the scratchpad bytes it holds), for
 // onednn_gemm_stats().

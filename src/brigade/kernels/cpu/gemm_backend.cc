@@ -3,8 +3,10 @@
 #include "brigade/kernels/cpu/gemm_backend.h"
 
 #include <atomic>
+#include <vector>
 
 #include "brigade/base/check.h"
+#include "brigade/base/error.h"
 #include "brigade/kernels/cpu/backend_registry.h"
 
 namespace brigade {
@@ -20,6 +22,21 @@ const detail::BackendOps& ops_of(GemmBackend backend) {
 std::atomic<GemmBackend> g_backend{GemmBackend::kOneDnn};
 std::atomic<const detail::BackendOps*> g_ops{nullptr};  // ops_of(g_backend), filled on first use
 std::atomic<int> g_threads{1};
+std::atomic<GemmPrecision> g_precision{GemmPrecision::kF32};
+
+// A stored operand (rows x cols, row stride ld) as dense bf16 rows in this thread's buffer
+// `slot` (0: A, 1: B), which grows to the largest operand seen and is then reused.
+const bf16* bf16_operand(int slot, const float* X, int64_t rows, int64_t cols, int64_t ld) {
+  thread_local std::vector<bf16> buffers[2];
+  std::vector<bf16>& buf = buffers[slot];
+  if (static_cast<int64_t>(buf.size()) < rows * cols) buf.resize(static_cast<size_t>(rows * cols));
+  if (ld == cols) {
+    float_to_bf16(buf.data(), X, rows * cols);
+  } else {
+    for (int64_t r = 0; r < rows; ++r) float_to_bf16(buf.data() + r * cols, X + r * ld, cols);
+  }
+  return buf.data();
+}
 
 }  // namespace
 
@@ -46,6 +63,52 @@ bool parse_gemm_backend(std::string_view name, GemmBackend* out) {
   return false;
 }
 
+void set_gemm_precision(GemmPrecision precision) {
+  if (precision == GemmPrecision::kBf16) {
+    const detail::BackendOps& ops = detail::selected_backend_ops();
+    if (ops.bf16gemm == nullptr) {
+      throw ConfigError(std::string("train.precision = \"bf16\" needs bf16 GEMMs, which ") +
+                        ops.name + " (" + ops.library() +
+                        ") does not have; set train.kernels = \"onednn\" or train.precision = "
+                        "\"f32\"");
+    }
+    // A first bf16 product: oneDNN refuses bf16 matmul on CPUs without AVX-512.
+    const float one = 1.0f;
+    float out = 0.0f;
+    const bf16 a = float_to_bf16(one);
+    try {
+      ops.bf16gemm(false, false, 1, 1, 1, 1.0f, &a, 1, &a, 1, 0.0f, &out, 1);
+    } catch (const std::exception& e) {
+      throw ConfigError(std::string("train.precision = \"bf16\": ") + ops.name +
+                        " has no bf16 matmul for this CPU (it needs AVX-512): " + e.what() +
+                        "; set train.precision = \"f32\"");
+    }
+  }
+  g_precision.store(precision, std::memory_order_relaxed);
+}
+
+GemmPrecision gemm_precision() {
+  return g_precision.load(std::memory_order_relaxed);
+}
+
+const char* gemm_precision_name(GemmPrecision precision) {
+  return precision == GemmPrecision::kBf16 ? "bf16" : "f32";
+}
+
+bool parse_gemm_precision(std::string_view name, GemmPrecision* out) {
+  for (GemmPrecision p : {GemmPrecision::kF32, GemmPrecision::kBf16}) {
+    if (name == gemm_precision_name(p)) {
+      *out = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool bf16_gemm_is_native() {
+  return detail::onednn_native_bf16();
+}
+
 void set_blas_threads(int n) {
   BRIGADE_CHECK(n >= 1) << "blas threads " << n;
   g_threads.store(n, std::memory_order_relaxed);
@@ -57,8 +120,16 @@ void set_blas_threads(int n) {
 std::string gemm_backend_description() {
   const detail::BackendOps& ops = ops_of(gemm_backend());
   const int n = blas_threads();
+  std::string precision;
+  if (gemm_precision() == GemmPrecision::kBf16) {
+    // Emulated bf16 measured 2.4x slower per bench-small step than f32 (bench/RESULTS.md).
+    precision = bf16_gemm_is_native()
+                    ? ", bf16 operands"
+                    : ", bf16 operands EMULATED without AVX512_BF16, slower than f32: set "
+                      "train.precision = \"f32\"";
+  }
   return std::string(ops.name) + " (" + ops.library() + ", " + std::to_string(n) +
-         (n == 1 ? " thread)" : " threads)");
+         (n == 1 ? " thread" : " threads") + precision + ")";
 }
 
 namespace detail {
@@ -88,8 +159,17 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
     }
     return;
   }
-  detail::selected_backend_ops().sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                                       ldc);
+  const detail::BackendOps& ops = detail::selected_backend_ops();
+  if (gemm_precision() == GemmPrecision::kBf16) {
+    // The stored shapes: A is (M,K) or (K,M), B is (K,N) or (N,K); the copies are dense.
+    const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+    const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+    const bf16* a = bf16_operand(0, A, a_rows, a_cols, lda);
+    const bf16* b = bf16_operand(1, B, b_rows, b_cols, ldb);
+    ops.bf16gemm(trans_a, trans_b, M, N, K, alpha, a, a_cols, b, b_cols, beta, C, ldc);
+    return;
+  }
+  ops.sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace brigade

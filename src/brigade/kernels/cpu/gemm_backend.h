@@ -12,9 +12,14 @@
 // reproduces bitwise (resume, split backward == fused backward); the two backends round
 // differently (blocking of K), so results agree between them only within float tolerance.
 //
-// Reduced precision (bf16 operands, f32 accumulation and output) will be a second entry point
-// beside gemm() with its own operand type (oneDNN bf16:bf16:f32 matmul, OpenBLAS sbgemm), so
-// f32 callers stay as they are.
+// Mixed precision is a second process-wide choice, `[train] precision` (set_gemm_precision):
+//   kF32   every operand f32 (the default);
+//   kBf16  gemm() rounds op(A) and op(B) to bf16 (round to nearest even) into per-thread dense
+//          buffers and multiplies them with f32 accumulation and an f32 C (oneDNN's
+//          bf16:bf16:f32 matmul), as PyTorch's CPU autocast runs its matmuls. Callers keep f32
+//          tensors: weights, gradients, optimizer state and every non-GEMM kernel stay f32.
+// The buffers grow to the largest operand seen and are then reused, so the hot loop allocates
+// nothing in either precision.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -28,13 +33,28 @@ enum class GemmBackend { kOneDnn, kOpenBlas };
 void set_gemm_backend(GemmBackend backend);
 GemmBackend gemm_backend();
 
+enum class GemmPrecision { kF32, kBf16 };
+
+// Selects the operand precision of every later gemm() call in this process (default kF32).
+// Throws ConfigError, naming the key, when the selected backend has no bf16 GEMM or oneDNN has no
+// bf16 matmul for this CPU (it needs AVX-512); call it after set_gemm_backend().
+void set_gemm_precision(GemmPrecision precision);
+GemmPrecision gemm_precision();
+// "f32" / "bf16": the names `[train] precision` takes.
+const char* gemm_precision_name(GemmPrecision precision);
+bool parse_gemm_precision(std::string_view name, GemmPrecision* out);
+// Whether oneDNN multiplies bf16 natively here: its effective ISA (the CPU, capped by
+// DNNL_MAX_CPU_ISA) includes AVX512_BF16. Without it oneDNN emulates bf16 with AVX-512
+// conversions, slower than f32 (docs/architecture.md, "Mixed precision").
+bool bf16_gemm_is_native();
+
 // "onednn" / "openblas": the names `[train] kernels` takes.
 const char* gemm_backend_name(GemmBackend backend);
 // Parses a name above; false (and *out untouched) for anything else.
 bool parse_gemm_backend(std::string_view name, GemmBackend* out);
 
-// The selected backend, its library version and thread count, for the run log: e.g.
-// "onednn (oneDNN 2.6.3, 1 thread)".
+// The selected backend, its library version, thread count and (bf16 only) precision, for the run
+// log: e.g. "onednn (oneDNN 2.6.3, 1 thread)", "onednn (oneDNN 2.6.3, 1 thread, bf16 operands)".
 std::string gemm_backend_description();
 
 // Threads per process of both libraries (1 per rank unless train.blas_threads says otherwise;

@@ -1,4 +1,5 @@
-// The oneDNN backend of gemm(): dnnl::matmul, f32.
+// The oneDNN backend of gemm(): dnnl::matmul, f32, and bf16:bf16:f32 for train.precision = "bf16"
+// (the operand type is part of every key below, so the two precisions never share a primitive).
 //
 // oneDNN compiles a primitive for one exact problem (dimensions, strides, attributes), which
 // takes from tens of microseconds to milliseconds, so a primitive is made once and kept, in a
@@ -40,6 +41,7 @@
 #include <dnnl.hpp>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
 #include "brigade/base/check.h"
@@ -62,6 +64,7 @@ struct Key {
   uint32_t alpha_bits, beta_bits;
   int threads;
   bool trans_a, trans_b;
+  bool bf16;  // bf16 src and weights (dst is f32 either way)
   bool operator==(const Key&) const = default;
 };
 
@@ -71,6 +74,7 @@ struct KeyHash {
     const auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
     mix(k.M), mix(k.N), mix(k.K), mix(k.lda), mix(k.ldb), mix(k.ldc);
     mix(k.alpha_bits), mix(k.beta_bits), mix(k.threads), mix(k.trans_a), mix(k.trans_b);
+    mix(k.bf16);
     return h;
   }
 };
@@ -107,11 +111,13 @@ uint32_t bits(float f) {
 
 // A (rows, cols) view of a row-major array with row stride ld, transposed or not. kRuntime
 // for all three gives the run-time-shape descriptor.
-dnnl::memory::desc view(int64_t rows, int64_t cols, int64_t ld, bool trans) {
+dnnl::memory::desc view(int64_t rows, int64_t cols, int64_t ld, bool trans, bool bf16 = false) {
   using dims = dnnl::memory::dims;
   const auto dim = [](int64_t v) { return v == kRuntime ? DNNL_RUNTIME_DIM_VAL : v; };
-  return dnnl::memory::desc(dims{dim(rows), dim(cols)}, dnnl::memory::data_type::f32,
-                            trans ? dims{1, dim(ld)} : dims{dim(ld), 1});
+  return dnnl::memory::desc(
+      dims{dim(rows), dim(cols)},
+      bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32,
+      trans ? dims{1, dim(ld)} : dims{dim(ld), 1});
 }
 
 Entry create(const Key& k, const dnnl::engine& engine) {
@@ -127,8 +133,8 @@ Entry create(const Key& k, const dnnl::engine& engine) {
     po.append_sum(1.0f);
     attr.set_post_ops(po);
   }
-  const dnnl::memory::desc a = view(k.M, k.K, k.lda, k.trans_a);
-  const dnnl::memory::desc b = view(k.K, k.N, k.ldb, k.trans_b);
+  const dnnl::memory::desc a = view(k.M, k.K, k.lda, k.trans_a, k.bf16);
+  const dnnl::memory::desc b = view(k.K, k.N, k.ldb, k.trans_b, k.bf16);
   const dnnl::memory::desc c = view(k.M, k.N, k.ldc, false);
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine);
   Entry e;
@@ -156,9 +162,9 @@ Entry create(const Key& k, const dnnl::engine& engine) {
 
 // The entry a call of this shape uses: its own (regular shapes) or its family's run-time one.
 Key make_key(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, int64_t lda,
-             int64_t ldb, float beta, int64_t ldc, int threads) {
+             int64_t ldb, float beta, int64_t ldc, int threads, bool bf16 = false) {
   if (!regular(M, N, K)) M = N = K = lda = ldb = ldc = kRuntime;
-  return Key{M, N, K, lda, ldb, ldc, bits(alpha), bits(beta), threads, trans_a, trans_b};
+  return Key{M, N, K, lda, ldb, ldc, bits(alpha), bits(beta), threads, trans_a, trans_b, bf16};
 }
 
 void check(dnnl_status_t st, const Entry& e, const char* what, int64_t M, int64_t N, int64_t K) {
@@ -168,15 +174,17 @@ void check(dnnl_status_t st, const Entry& e, const char* what, int64_t M, int64_
 }
 
 // A call of a run-time-shape entry: memory objects with this call's dimensions and strides.
+template <typename T>
 void execute_runtime(OneDnnThread& ctx, const Entry& e, bool trans_a, bool trans_b, int64_t M,
-                     int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                     int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
                      float* C, int64_t ldc) {
-  const dnnl::memory::desc a = view(M, K, lda, trans_a), b = view(K, N, ldb, trans_b),
-                           c = view(M, N, ldc, false);
+  constexpr bool kBf16 = std::is_same_v<T, bf16>;
+  const dnnl::memory::desc a = view(M, K, lda, trans_a, kBf16),
+                           b = view(K, N, ldb, trans_b, kBf16), c = view(M, N, ldc, false);
   dnnl_memory_t ma = nullptr, mb = nullptr, mc = nullptr;
   const dnnl_engine_t eng = ctx.engine.get();
-  check(dnnl_memory_create(&ma, &a.data, eng, const_cast<float*>(A)), e, "src", M, N, K);
-  check(dnnl_memory_create(&mb, &b.data, eng, const_cast<float*>(B)), e, "weights", M, N, K);
+  check(dnnl_memory_create(&ma, &a.data, eng, const_cast<T*>(A)), e, "src", M, N, K);
+  check(dnnl_memory_create(&mb, &b.data, eng, const_cast<T*>(B)), e, "weights", M, N, K);
   check(dnnl_memory_create(&mc, &c.data, eng, C), e, "dst", M, N, K);
   const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, ma},
                                   {DNNL_ARG_WEIGHTS, mb},
@@ -197,11 +205,14 @@ Entry& lookup(OneDnnThread& ctx, const Key& key) {
   return it->second;
 }
 
-void onednn_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                  int64_t ldc) {
+// Both precisions: T is float (f32 operands) or bf16.
+template <typename T>
+void onednn_matmul(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                   const T* A, int64_t lda, const T* B, int64_t ldb, float beta, float* C,
+                   int64_t ldc) {
   OneDnnThread& ctx = onednn_thread();
-  const Key key = make_key(trans_a, trans_b, M, N, K, alpha, lda, ldb, beta, ldc, ctx.threads);
+  const Key key = make_key(trans_a, trans_b, M, N, K, alpha, lda, ldb, beta, ldc, ctx.threads,
+                           std::is_same_v<T, bf16>);
   Entry& e = lookup(ctx, key);
   g_calls.fetch_add(1, std::memory_order_relaxed);
   if (key.M == kRuntime) {
@@ -209,14 +220,26 @@ void onednn_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
     return;
   }
   // oneDNN takes non-const handles; src and weights are only read.
-  e.src.set_data_handle(const_cast<float*>(A));
-  e.weights.set_data_handle(const_cast<float*>(B));
+  e.src.set_data_handle(const_cast<T*>(A));
+  e.weights.set_data_handle(const_cast<T*>(B));
   e.dst.set_data_handle(C);
   const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, e.src.get()},
                                   {DNNL_ARG_WEIGHTS, e.weights.get()},
                                   {DNNL_ARG_DST, e.dst.get()},
                                   {DNNL_ARG_SCRATCHPAD, e.scratchpad.get()}};
   check(dnnl_primitive_execute(e.prim.get(), ctx.stream.get(), 4, args), e, "execute", M, N, K);
+}
+
+void onednn_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                  int64_t ldc) {
+  onednn_matmul(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void onednn_bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                     const bf16* A, int64_t lda, const bf16* B, int64_t ldb, float beta, float* C,
+                     int64_t ldc) {
+  onednn_matmul(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void onednn_set_threads(int n) {
@@ -236,6 +259,7 @@ const BackendOps& onednn_backend_ops() {
   // (bench/RESULTS.md).
   static const BackendOps ops{.name = "onednn",
                               .sgemm = onednn_sgemm,
+                              .bf16gemm = onednn_bf16gemm,
                               .set_threads = onednn_set_threads,
                               .library = onednn_library,
                               .gelu_forward = onednn_gelu_forward,
@@ -245,15 +269,24 @@ const BackendOps& onednn_backend_ops() {
   return ops;
 }
 
+bool onednn_native_bf16() {
+  // The ISA values are bit sets: each includes the bits of the ISAs it extends.
+  const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  const unsigned bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
+  return (isa & bf16) == bf16;
+}
+
 OneDnnGemmStats onednn_gemm_stats() {
   return OneDnnGemmStats{g_calls.load(), g_runtime_calls.load(), g_created.load(),
                          g_scratch_bytes.load()};
 }
 
 std::string onednn_gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                             float alpha, int64_t lda, int64_t ldb, float beta, int64_t ldc) {
+                             float alpha, int64_t lda, int64_t ldb, float beta, int64_t ldc,
+                             bool bf16) {
   OneDnnThread& ctx = onednn_thread();
-  return lookup(ctx, make_key(trans_a, trans_b, M, N, K, alpha, lda, ldb, beta, ldc, ctx.threads))
+  return lookup(ctx,
+                make_key(trans_a, trans_b, M, N, K, alpha, lda, ldb, beta, ldc, ctx.threads, bf16))
       .impl;
 }
 

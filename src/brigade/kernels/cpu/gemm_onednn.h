@@ -18,6 +18,7 @@ OneDnnGemmStats onednn_gemm_stats();
 // The implementation oneDNN runs for this call shape (e.g. "brg:avx512_core", or "gemm:jit" for
 // the run-time-shape primitive), creating and caching the primitive if needed.
 std::string onednn_gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                             float alpha, int64_t lda, int64_t ldb, float beta, int64_t ldc);
+                             float alpha, int64_t lda, int64_t ldb, float beta, int64_t ldc,
+                             bool bf16 = false);
 
 }  // namespace brigade::detail

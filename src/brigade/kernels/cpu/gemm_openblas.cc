@@ -1,4 +1,5 @@
-// The OpenBLAS backend of gemm(): cblas_sgemm, row-major.
+// The OpenBLAS backend of gemm(): cblas_sgemm, row-major. No bf16 GEMM: Debian's OpenBLAS 0.3.21
+// is built without cblas_sbgemm (BUILD_BFLOAT16 off), so train.precision = "bf16" needs oneDNN.
 #include <cblas.h>
 
 #include <climits>
