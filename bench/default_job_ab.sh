@@ -3,8 +3,9 @@
 # config key at two values, alternated run by run (A, B, A, B, ...) so that the machine's drift
 # falls on both. Each run trains STEPS steps (evaluation and checkpoints only at the end); the
 # figure per run is the median ms/step of steps 6..STEPS from metrics.jsonl (rank 0's step
-# time, which waits for the slower rank) and its final validation loss; the verdict is the
-# median over runs of each value, with the ratio B / A of the step times.
+# time, which waits for the slower rank), its final validation loss and the largest peak
+# resident memory of its ranks; the verdict is the median over runs of each value, with the
+# ratio B / A of the step times.
 #
 #   bench/default_job_ab.sh KEY A B [BUILD_DIR] [STEPS] [ROUNDS]
 #   bench/default_job_ab.sh train.kernels onednn openblas build/release 100 3
@@ -33,7 +34,10 @@ for r in $(seq 1 "$rounds"); do
       --set train.log_every=1000 --set run.out_dir="$out/$v$r" > "$out/$v$r.log" 2>&1
     ms=$(median_ms "$out/$v$r/default/metrics.jsonl")
     loss=$(grep '"final"' "$out/$v$r/default/metrics.jsonl" | sed -E 's/.*"val_loss":([0-9.e+-]+).*/\1/')
-    echo "round $r $key=$v: $ms ms/step (median of steps 6-$steps), final val_loss $loss"
+    rss=$(grep '"peak_rss_mib_per_rank"' "$out/$v$r/default/metrics.jsonl" |
+      sed -E 's/.*"peak_rss_mib_per_rank":\[([^]]*)\].*/\1/' | tr ',' '\n' | sort -g | tail -1)
+    echo "round $r $key=$v: $ms ms/step (median of steps 6-$steps), final val_loss $loss," \
+      "peak RSS $rss MiB (largest rank)"
     runs[$v]+="$ms "
     losses[$v]+="$loss "
   done

@@ -1,11 +1,14 @@
 // GPT-2 forward and backward: the embedding, the blocks and the head (gpt_head.h, gpt_block.h)
 // in order, with the parameter-group calls (ZeRO-3 gathers) and the grad-ready reports around
-// them. The residual stream of block l is acts_[l-1].residual3 (encoded_ for l = 0). Backward
-// walks the blocks in reverse with one gradient buffer for the residual stream (dresidual_)
-// that every branch accumulates into, plus scratch buffers reused by every block, so
-// activation-gradient memory does not grow with n_layer.
+// them. The residual stream of block l is acts_[l-1].residual3 (encoded_ for l = 0); under
+// recomputation (GptConfig::recompute_blocks) it is block_out_[l-1], acts_ holds one set that
+// every block's forward fills, and backward re-runs block l's forward just before its backward.
+// Backward walks the blocks in reverse with one gradient buffer for the residual stream
+// (dresidual_) that every branch accumulates into, plus scratch buffers reused by every block,
+// so activation-gradient memory does not grow with n_layer.
 #include "brigade/model/gpt.h"
 
+#include <algorithm>
 #include <string>
 
 #include "brigade/base/check.h"
@@ -31,13 +34,21 @@ Gpt::Gpt(const GptConfig& config, int64_t max_batch, const TpContext& tp)
   const int64_t BT = max_batch_ * config_.seq_len, C = config_.d_model;
   const int64_t rows = tp_.sp() ? BT / tp_.size() : BT;
   encoded_.resize(static_cast<size_t>(rows * C));
-  acts_.resize(static_cast<size_t>(config_.n_layer));
   moe_.resize(static_cast<size_t>(config_.n_layer));
+  bool any_dense = false;
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     const GptBlockParams& w = w_.blocks[static_cast<size_t>(l)];
-    acts_[static_cast<size_t>(l)].allocate(config_, shard_, max_batch_, rows, !w.is_moe);
+    any_dense = any_dense || !w.is_moe;
+    if (!config_.recompute_blocks) {
+      acts_.emplace_back().allocate(config_, shard_, max_batch_, rows, !w.is_moe);
+    } else {
+      block_out_.emplace_back(static_cast<size_t>(rows * C));
+    }
     if (w.is_moe)
       moe_[static_cast<size_t>(l)] = std::make_unique<MoeLayer>(config_.moe_config(), w.moe, BT);
+  }
+  if (config_.recompute_blocks) {
+    acts_.emplace_back().allocate(config_, shard_, max_batch_, rows, any_dense);
   }
   head_.allocate(config_, shard_, max_batch_, rows);
   scratch_.allocate(BT, tp_.sp() ? rows : 0, C, shard_.fc_local);  // rows: SP only
@@ -111,7 +122,11 @@ void Gpt::run_forward(const Batch& batch) {
     const TraceSpan span =
         TraceSpan::lazy("model", [l] { return "h." + std::to_string(l) + " forward"; });
     aux_loss_ +=
-        block_forward(pass, w_.blocks[l], p, block_input(l), acts_[l], scratch_, moe_[l].get());
+        block_forward(pass, w_.blocks[l], p, block_input(l), acts(l), scratch_, moe_[l].get());
+    if (config_.recompute_blocks) {
+      const std::vector<float>& out = acts(l).residual3;
+      std::copy(out.begin(), out.begin() + pass.rows * pass.C, block_out_[l].begin());
+    }
     release_params(block_group(l));
   }
   acquire_params(lnf_group());
@@ -177,11 +192,18 @@ void Gpt::backward(const Batch& batch, float loss_scale) {
         TraceSpan::lazy("model", [l] { return "h." + std::to_string(l) + " backward"; });
     acquire_params(block_group(l));
     if (l > 0) prefetch_params(block_group(l - 1));
-    block_backward_mlp(pass, w, p, g, acts_[l], dres, scratch_, moe_[l].get(), loss_scale);
+    if (config_.recompute_blocks) {
+      // The same forward on the same input: bitwise the activations forward had (the MoE
+      // layer routes the same tokens again; its loss term was counted in forward).
+      const TraceSpan recompute =
+          TraceSpan::lazy("model", [l] { return "h." + std::to_string(l) + " recompute"; });
+      block_forward(pass, w, p, block_input(l), acts(l), scratch_, moe_[l].get());
+    }
+    block_backward_mlp(pass, w, p, g, acts(l), dres, scratch_, moe_[l].get(), loss_scale);
     // The MLP half of the block [ln_2, mlp.c_proj] is final: data parallelism can start on it
     // while the attention half computes.
     grad_ready(w.ln2_w, w.end - w.ln2_w);
-    block_backward_attention(pass, w, p, g, acts_[l], block_input(l), dres, scratch_);
+    block_backward_attention(pass, w, p, g, acts(l), block_input(l), dres, scratch_);
     release_params(block_group(l));
     grad_ready(w.begin, w.ln2_w - w.begin);
   }

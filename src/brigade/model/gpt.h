@@ -101,7 +101,13 @@ class Gpt : public Model {
   void run_forward(const Batch& batch);
   // The residual stream entering block l (the embedding output for l = 0).
   const float* block_input(int64_t l) const {
-    return l == 0 ? encoded_.data() : acts_[l - 1].residual3.data();
+    if (l == 0) return encoded_.data();
+    return config_.recompute_blocks ? block_out_[static_cast<size_t>(l - 1)].data()
+                                    : acts_[static_cast<size_t>(l - 1)].residual3.data();
+  }
+  // Block l's activations: its own, or under recomputation the one set every block reuses.
+  BlockActivations& acts(int64_t l) {
+    return acts_[config_.recompute_blocks ? 0 : static_cast<size_t>(l)];
   }
 
   GptConfig config_;
@@ -112,7 +118,8 @@ class Gpt : public Model {
   ParamLayout full_layout_;  // only under tensor parallelism
 
   std::vector<float> encoded_;  // (rows,C): block 0's input
-  std::vector<BlockActivations> acts_;
+  std::vector<BlockActivations> acts_;       // per block; one set under recomputation
+  std::vector<std::vector<float>> block_out_;  // recomputation: each block's output (rows,C)
   HeadActivations head_;
   int64_t valid_targets_ = 0;    // targets >= 0 in the last forward
   bool backward_ready_ = false;  // a forward with targets ran since the last backward

@@ -20,6 +20,9 @@ struct GptConfig {
   double capacity_factor = 1.25;  // <= 0: dropless (model.capacity_factor)
   double aux_loss_coef = 0.01;    // load-balancing loss weight (model.aux_loss_coef)
   int64_t moe_every = 1;          // (model.moe_every)
+  // Activation recomputation (train.recompute = "block"): forward keeps only each block's input
+  // and backward re-runs the block's forward before its backward. Gradients are bitwise the same.
+  bool recompute_blocks = false;
 
   // Throws ConfigError naming the field when a value is out of range.
   void validate() const;

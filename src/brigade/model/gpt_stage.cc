@@ -3,7 +3,9 @@
 // A saved buffer is laid out as
 //   [encoded (rows,C)]            first stage only: block 0's input
 //   block j, j = 0..nb-1          every BlockActivations vector in a fixed order, the block
-//                                 output (residual3) last, so it is the next block's input
+//                                 output (residual3) last, so it is the next block's input;
+//                                 under recomputation (GptConfig::recompute_blocks) only the
+//                                 output, and backward re-runs the block's forward
 //   [ln_f mean, rstd, ln_f output, logits, lse]   last stage only
 #include "brigade/model/gpt_stage.h"
 
@@ -197,8 +199,20 @@ GptStage::GptStage(const GptStageConfig& config, const TpContext& tp, Communicat
   work_.allocate(m, shard_, B, rows_);
   scratch_.allocate(BT, tp_.sp() ? rows_ : 0, C_, shard_.fc_local);
   dres_.resize(static_cast<size_t>(rows_ * C_));
-  block_floats_ = total_floats(block_fields(work_));
-  residual3_in_block_ = block_floats_ - static_cast<int64_t>(work_.residual3.size());
+  if (m.recompute_blocks) {
+    // Only each block's output is kept (the next block's input); backward re-runs the forward.
+    // The split backward's W reads activations kept from B to W, which recomputation drops.
+    if (config_.split_backward) {
+      throw ConfigError(
+          "train.recompute = \"block\" with a zero-bubble schedule (split backward): W needs "
+          "the activations that recomputation does not keep; use 1f1b or interleaved");
+    }
+    block_floats_ = rows_ * C_;
+    residual3_in_block_ = 0;
+  } else {
+    block_floats_ = total_floats(block_fields(work_));
+    residual3_in_block_ = block_floats_ - static_cast<int64_t>(work_.residual3.size());
+  }
   if (config_.split_backward) place_weight_grads();  // may grow block_floats_
   if (is_first()) {
     encoded_at_ = saved_floats_;
@@ -261,7 +275,12 @@ const float* GptStage::block_input(int j, const float* input, const float* saved
 }
 
 void GptStage::save_block(float* saved, int j) {
-  copy_out(block_fields(work_), saved + blocks_at_ + j * block_floats_);
+  float* dst = saved + blocks_at_ + j * block_floats_;
+  if (config_.model.recompute_blocks) {
+    std::copy(work_.residual3.begin(), work_.residual3.begin() + rows_ * C_, dst);
+    return;
+  }
+  copy_out(block_fields(work_), dst);
 }
 
 void GptStage::restore_block(const float* saved, int j) {
@@ -380,9 +399,15 @@ void GptStage::backward_input(int mb, const float* input, const float* dout, flo
       static_cast<float>(ep_ ? ep_->size() : 1) / static_cast<float>(micro_batches_);
   for (int j = nb - 1; j >= 0; --j) {
     const GptBlockParams& w = w_.blocks[static_cast<size_t>(j)];
-    restore_block(saved, j);
     const float* x = block_input(j, input, saved);
     MoeMlp* moe = moe_ ? moe_->layer(mb, j) : nullptr;
+    if (config_.model.recompute_blocks) {
+      // The same forward on the same input: bitwise what forward computed (a MoE layer routes
+      // the same tokens again; its loss term was counted in forward).
+      block_forward(ps, w, p, x, work_, scratch_, moe);
+    } else {
+      restore_block(saved, j);
+    }
     if (config_.split_backward) {
       block_backward_input(ps, w, p, g, work_, x, dres, weight_grads_at(saved, j), scratch_, moe,
                            aux_grad);

@@ -77,6 +77,7 @@ std::vector<Field> fields(Config& c) {
       {"train", "blas_threads", &c.train.blas_threads},
       {"train", "kernels", &c.train.kernels},
       {"train", "precision", &c.train.precision},
+      {"train", "recompute", &c.train.recompute},
       {"train", "on_nonfinite", &c.train.on_nonfinite},
       {"train", "straggler_threshold", &c.train.straggler_threshold},
       {"parallel", "dp", &c.parallel.dp},

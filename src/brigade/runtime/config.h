@@ -68,6 +68,7 @@ struct TrainConfig {
   int64_t blas_threads = 1;           // GEMM threads per process (oneDNN and OpenBLAS)
   std::string kernels = "onednn";     // GEMM library: "onednn" | "openblas" (gemm_backend.h)
   std::string precision = "f32";      // GEMM operands: "f32" | "bf16" (f32 accumulation, master)
+  std::string recompute = "none";     // "none" | "block": keep block inputs, re-run forwards
   std::string on_nonfinite = "stop";  // "stop" | "skip" (skip the update, keep going)
   // A rank whose busy time per step is at least this many times the median, 3 steps in a row,
   // is flagged as a straggler (monitor/straggler.h); 0 turns the per-step exchange off.

@@ -18,7 +18,10 @@ namespace {
 // A string value in quotes, cut to a readable length: values come from files and command lines.
 std::string quote(const std::string& value) {
   constexpr size_t kMax = 120;
-  return "\"" + (value.size() > kMax ? value.substr(0, kMax) + "...\"" : value + "\"");
+  std::string out = "\"";
+  out.append(value, 0, kMax);  // (appended piecewise: GCC 12 warns on "\"" + (a + b))
+  out += value.size() > kMax ? "...\"" : "\"";
+  return out;
 }
 
 template <typename T>
@@ -253,6 +256,7 @@ void Config::validate() const {
   require_range(train.blas_threads, "train.blas_threads", 1, 256);
   require_one_of(train.kernels, "train.kernels", {"onednn", "openblas"});
   require_one_of(train.precision, "train.precision", {"f32", "bf16"});
+  require_one_of(train.recompute, "train.recompute", {"none", "block"});
   require(train.precision != "bf16" || train.kernels == "onednn", "train.precision",
           train.precision,
           "must be \"f32\" when train.kernels = \"" + train.kernels +
@@ -294,6 +298,15 @@ void Config::validate() const {
 
   validate_sync(sync, parallel);
   validate_model_parallel(parallel, sync, model);
+  if (train.recompute == "block") {
+    require(model.kind == "gpt", "train.recompute", "\"block\"",
+            fmt::format("recomputes GPT blocks; model.kind = \"{}\" has none (use \"none\")",
+                        model.kind));
+    require(parallel.schedule != "zb-h1" || parallel.pp == 1, "train.recompute", "\"block\"",
+            "cannot run with parallel.schedule = \"zb-h1\": its deferred weight gradients read "
+            "the activations that recomputation does not keep (use \"1f1b\" or "
+            "\"interleaved\")");
+  }
 
   require(!comm.backend.empty(), "comm.backend", "\"\"", "must name a backend (\"gloo\")");
   require_real(comm.timeout_s, "comm.timeout_s", 0.0, 86400.0, true);

@@ -5,13 +5,16 @@
 
 namespace brigade {
 
-std::unique_ptr<Model> make_model(const ModelConfig& config, int64_t max_batch) {
+std::unique_ptr<Model> make_model(const ModelConfig& config, int64_t max_batch,
+                                  bool recompute_blocks) {
   if (config.kind == "mlp") {
     MlpConfig mlp;
     mlp.hidden = config.hidden;
     return std::make_unique<MlpClassifier>(mlp, max_batch);
   }
-  return std::make_unique<Gpt>(gpt_config(config), max_batch);
+  GptConfig gpt = gpt_config(config);
+  gpt.recompute_blocks = recompute_blocks;
+  return std::make_unique<Gpt>(gpt, max_batch);
 }
 
 GptConfig gpt_config(const ModelConfig& config) {

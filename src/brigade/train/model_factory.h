@@ -13,8 +13,10 @@ namespace brigade {
 GptConfig gpt_config(const ModelConfig& config);
 
 // The model a config describes, with activation buffers for micro-batches of max_batch
-// examples. Parameters are zero until Model::initialize().
-std::unique_ptr<Model> make_model(const ModelConfig& config, int64_t max_batch);
+// examples. Parameters are zero until Model::initialize(). recompute_blocks: a GPT keeps only
+// each block's input and re-runs its forward in backward (train.recompute = "block").
+std::unique_ptr<Model> make_model(const ModelConfig& config, int64_t max_batch,
+                                  bool recompute_blocks = false);
 
 // The optimizer settings of a config's [train] section.
 OptimizerConfig optimizer_config(const TrainConfig& train);

@@ -211,7 +211,8 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
                     .sequence_parallel = layout_.sequence_parallel};
   }
   embedding_ = create_embedding_group(ctx.group.world_options, mesh_);
-  const GptConfig gpt = gpt_config(config_.model);
+  GptConfig gpt = gpt_config(config_.model);
+  gpt.recompute_blocks = config_.train.recompute == "block";
   const int64_t B = config_.train.micro_batch;
   const int m = layout_.micro_batches;
   tokens_.assign(static_cast<size_t>(m * B * gpt.seq_len), 0);
@@ -222,7 +223,9 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
     chunks_.emplace_back(GptStageConfig{.model = gpt,
                                         .first_layer = layout_.stage_bounds[stage],
                                         .end_layer = layout_.stage_bounds[stage + 1],
-                                        .micro_batch = B},
+                                        .micro_batch = B,
+                                        // W would read what recomputation does not keep.
+                                        .split_backward = !gpt.recompute_blocks},
                          tp_, ep_);
   }
   const OptimizerConfig opt = optimizer_config(config_.train);

@@ -177,9 +177,9 @@ void TrainingLoop::start_or_resume() {
   if (peak_flops_ <= 0 && rank_ == 0) {  // only rank 0 reports MFU
     peak_flops_ = measure_gemm_peak_flops();
     log_.info(
-        "GEMM peak {:.1f} GFLOP/s on this rank (f32, {} thread(s)): MFU is relative to it "
+        "GEMM peak {:.1f} GFLOP/s on this rank ({}, {} thread(s)): MFU is relative to it "
         "(set monitor.peak_flops to fix it)",
-        peak_flops_ / 1e9, config_.train.blas_threads);
+        peak_flops_ / 1e9, gemm_precision_name(gemm_precision()), config_.train.blas_threads);
   }
   if (rank_ == 0 && ctx_.group.env.local_world_size == ctx_.group.size()) {
     RaplReader rapl;
