@@ -36,8 +36,8 @@
 #include "brigade/monitor/timer.h"
 #include "brigade/runtime/config.h"
 #include "brigade/runtime/run_folder.h"
-#include "brigade/sync/grad_clip.h"
-#include "brigade/sync/optimizer.h"
+#include "brigade/optim/grad_clip.h"
+#include "brigade/optim/optimizer.h"
 #include "brigade/tensor/rng.h"
 #include "brigade/train/training_data.h"
 

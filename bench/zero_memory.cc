@@ -46,7 +46,7 @@
 #include "brigade/parallel/dp_strategy.h"
 #include "brigade/runtime/host_port.h"
 #include "brigade/runtime/process_group.h"
-#include "brigade/sync/grad_clip.h"
+#include "brigade/optim/grad_clip.h"
 #include "brigade/tensor/rng.h"
 
 namespace brigade {

@@ -1,6 +1,6 @@
 // DiLoCo's outer step across real processes. "DiLoCo with H = 1, inner SGD, outer lr 1 and
 // momentum 0 equals DDP with SGD": each replica takes one SGD step from the shared theta, the
-// outer step averages; DDP all-reduces the gradients and takes one SGD step (sync/sgd.h).
+// outer step averages; DDP all-reduces the gradients and takes one SGD step (optim/sgd.h).
 // Tolerance: the two differ only in rounding order -- theta - lr g_i rounded, the pseudo-
 // gradient, the ring sum and the final subtraction -- so we require
 // |a - b| <= 4 * FLT_EPSILON * (|theta| + lr |g|max) per element.
@@ -14,7 +14,7 @@
 
 #include "brigade/sync/lowcomm/common.h"
 #include "brigade/sync/lowcomm/diloco.h"
-#include "brigade/sync/sgd.h"
+#include "brigade/optim/sgd.h"
 #include "lowcomm/lowcomm_mp_util.h"
 #include "lowcomm/lowcomm_test_util.h"
 

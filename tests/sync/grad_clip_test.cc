@@ -1,5 +1,5 @@
 // Gradient-norm clipping against a naive sum of squares.
-#include "brigade/sync/grad_clip.h"
+#include "brigade/optim/grad_clip.h"
 
 #include <gtest/gtest.h>
 

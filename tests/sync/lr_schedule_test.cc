@@ -1,5 +1,5 @@
 // The learning-rate schedule at closed-form points.
-#include "brigade/sync/lr_schedule.h"
+#include "brigade/optim/lr_schedule.h"
 
 #include <gtest/gtest.h>
 

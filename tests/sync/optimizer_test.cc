@@ -1,6 +1,6 @@
 // Optimizer classes against naive per-element loops, range splitting, per-tensor weight
 // decay, state views and the factory's validation.
-#include "brigade/sync/optimizer.h"
+#include "brigade/optim/optimizer.h"
 
 #include <gtest/gtest.h>
 

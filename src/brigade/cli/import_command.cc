@@ -24,7 +24,7 @@
 #include "brigade/model/gpt.h"
 #include "brigade/runtime/config.h"
 #include "brigade/runtime/run_folder.h"
-#include "brigade/sync/optimizer.h"
+#include "brigade/optim/optimizer.h"
 #include "brigade/train/checkpointing.h"
 #include "brigade/train/model_factory.h"
 

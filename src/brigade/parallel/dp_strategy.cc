@@ -8,7 +8,7 @@
 #include "brigade/base/error.h"
 #include "brigade/parallel/ddp.h"
 #include "brigade/parallel/zero.h"
-#include "brigade/sync/grad_clip.h"
+#include "brigade/optim/grad_clip.h"
 
 namespace brigade {
 

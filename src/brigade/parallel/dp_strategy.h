@@ -23,7 +23,7 @@
 #include "brigade/ckpt/shard_plan.h"
 #include "brigade/comm/communicator.h"
 #include "brigade/model/model.h"
-#include "brigade/sync/optimizer.h"
+#include "brigade/optim/optimizer.h"
 
 namespace brigade {
 

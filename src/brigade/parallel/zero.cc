@@ -6,7 +6,7 @@
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
 #include "brigade/parallel/shard_transfer.h"
-#include "brigade/sync/grad_clip.h"
+#include "brigade/optim/grad_clip.h"
 
 namespace brigade {
 

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "brigade/base/check.h"
-#include "brigade/sync/grad_clip.h"
+#include "brigade/optim/grad_clip.h"
 #include "brigade/sync/lowcomm/common.h"
 
 namespace brigade {

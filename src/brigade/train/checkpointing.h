@@ -23,7 +23,7 @@
 #include "brigade/comm/comm_factory.h"
 #include "brigade/model/model.h"
 #include "brigade/parallel/dp_strategy.h"
-#include "brigade/sync/optimizer.h"
+#include "brigade/optim/optimizer.h"
 
 namespace brigade {
 

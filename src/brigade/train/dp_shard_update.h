@@ -29,7 +29,7 @@
 #include "brigade/comm/communicator.h"
 #include "brigade/model/param_spec.h"
 #include "brigade/parallel/dp_strategy.h"
-#include "brigade/sync/optimizer.h"
+#include "brigade/optim/optimizer.h"
 
 namespace brigade {
 

@@ -5,7 +5,7 @@
 #include "brigade/model/gpt_config.h"
 #include "brigade/model/model.h"
 #include "brigade/runtime/config.h"
-#include "brigade/sync/optimizer.h"
+#include "brigade/optim/optimizer.h"
 
 namespace brigade {
 

@@ -42,7 +42,7 @@
 #include "brigade/parallel/pipeline/executor.h"
 #include "brigade/parallel/pipeline/tied_embedding.h"
 #include "brigade/parallel/tensor/tp_layout.h"
-#include "brigade/sync/optimizer.h"
+#include "brigade/optim/optimizer.h"
 #include "brigade/train/dp_shard_update.h"
 #include "brigade/train/model_factory.h"
 #include "brigade/train/moe_metrics.h"

@@ -22,8 +22,8 @@
 #include "brigade/monitor/tensorboard_writer.h"
 #include "brigade/monitor/timer.h"
 #include "brigade/monitor/trace.h"
-#include "brigade/sync/grad_clip.h"
-#include "brigade/sync/lr_schedule.h"
+#include "brigade/optim/grad_clip.h"
+#include "brigade/optim/lr_schedule.h"
 #include "brigade/train/gemm_calibration.h"
 #include "brigade/train/model_flops.h"
 #include "brigade/train/straggler_watch.h"
@@ -455,7 +455,9 @@ int TrainingLoop::run() {
     }
     if (t.ckpt_every > 0 && done % t.ckpt_every == 0) {
       const TraceSpan span("checkpoint", "checkpoint (blocking part)");
-      checkpoint(done);
+      // The invocation's last step: its save has no next interval to retry it (a failure can
+      // come back at once, from save() itself, when the background write fails fast).
+      checkpoint(done, done == end);
       times.checkpoint_s = ckpt_->last_blocking_s();
       last_saved = done;
     }

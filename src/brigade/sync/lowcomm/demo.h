@@ -24,7 +24,7 @@
 #include "brigade/sync/lowcomm/dct.h"
 #include "brigade/sync/lowcomm/dct_topk.h"
 #include "brigade/sync/lowcomm/payload.h"
-#include "brigade/sync/optimizer.h"
+#include "brigade/optim/optimizer.h"
 
 namespace brigade {
 

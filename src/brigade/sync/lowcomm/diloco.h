@@ -43,7 +43,7 @@
 #include "brigade/sync/lowcomm/powersgd.h"
 #include "brigade/sync/lowcomm/quorum_exchange.h"
 #include "brigade/sync/lowcomm/sign_allreduce.h"
-#include "brigade/sync/optimizer.h"
+#include "brigade/optim/optimizer.h"
 
 namespace brigade {
 

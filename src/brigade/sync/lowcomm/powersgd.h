@@ -21,7 +21,7 @@
 #include "brigade/comm/communicator.h"
 #include "brigade/comm/wire_traffic.h"
 #include "brigade/model/param_spec.h"
-#include "brigade/sync/optimizer.h"
+#include "brigade/optim/optimizer.h"
 
 namespace brigade {
 

@@ -1,4 +1,4 @@
-#include "brigade/sync/grad_clip.h"
+#include "brigade/optim/grad_clip.h"
 
 #include <cmath>
 

@@ -3,7 +3,7 @@
 // asks for it (PyTorch's torch.optim.SGD semantics).
 #include <vector>
 
-#include "brigade/sync/optimizer.h"
+#include "brigade/optim/optimizer.h"
 
 namespace brigade {
 

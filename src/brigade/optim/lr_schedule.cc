@@ -1,4 +1,4 @@
-#include "brigade/sync/lr_schedule.h"
+#include "brigade/optim/lr_schedule.h"
 
 #include <cmath>
 #include <string>

@@ -1,4 +1,4 @@
-#include "brigade/sync/sgd.h"
+#include "brigade/optim/sgd.h"
 
 #include "brigade/base/check.h"
 #include "brigade/kernels/cpu/optim.h"

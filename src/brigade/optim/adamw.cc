@@ -1,4 +1,4 @@
-#include "brigade/sync/adamw.h"
+#include "brigade/optim/adamw.h"
 
 #include "brigade/base/check.h"
 #include "brigade/kernels/cpu/optim.h"

@@ -3,7 +3,7 @@
 // tensors whose ParamSpec asks for it.
 #include <vector>
 
-#include "brigade/sync/optimizer.h"
+#include "brigade/optim/optimizer.h"
 
 namespace brigade {
 

@@ -1,12 +1,12 @@
-#include "brigade/sync/optimizer.h"
+#include "brigade/optim/optimizer.h"
 
 #include <cmath>
 #include <string>
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
-#include "brigade/sync/adamw.h"
-#include "brigade/sync/sgd.h"
+#include "brigade/optim/adamw.h"
+#include "brigade/optim/sgd.h"
 
 namespace brigade {
 
