@@ -161,6 +161,8 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
   }
   const detail::BackendOps& ops = detail::selected_backend_ops();
   if (gemm_precision() == GemmPrecision::kBf16) {
+    BRIGADE_CHECK(ops.bf16gemm != nullptr)
+        << ops.name << " selected after bf16 precision: it has no bf16 GEMM (set_gemm_precision)";
     // The stored shapes: A is (M,K) or (K,M), B is (K,N) or (N,K); the copies are dense.
     const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
     const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
