@@ -1,7 +1,7 @@
 // Blocked causal attention against a naive reference that materialises the full T x T score
 // matrix in double: forward (out and lse), backward by finite differences and by the naive
 // analytic formulas, and the accumulate contract. T is chosen around the block size
-// (kAttentionBlock = 64) so that partial blocks and several blocks per row are exercised. Every
+// (kAttentionBlock = 128) so that partial blocks and several blocks per row are exercised. Every
 // test runs on each GEMM backend (the tile products are gemm() calls).
 #include "brigade/kernels/cpu/attention.h"
 
@@ -191,7 +191,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(test::kGemmBackends,
                        ::testing::Values(Shape{2, 1, 8, 2}, Shape{2, 70, 36, 3},
                                          Shape{2, 130, 32, 4}, Shape{1, 64, 16, 1},
-                                         Shape{1, 65, 10, 2}, Shape{2, 129, 24, 1})),
+                                         Shape{1, 65, 10, 2}, Shape{2, 129, 24, 1},
+                                         Shape{1, 128, 16, 1}, Shape{1, 259, 16, 2})),
     test::BackendShapeName{});
 
 }  // namespace

@@ -16,7 +16,10 @@
 // score block of a tile is a (rows x keys) product that gemm() computes (and likewise the
 // P V, dP, dQ, dK and dV products); the softmax bookkeeping stays per row. Tiles align with
 // key blocks, so only the diagonal block of a tile needs the causal mask. The score blocks
-// live on the stack (16 KiB each); nothing is allocated. exp is the four-wide fast_exp of vec.h.
+// live on the stack (64 KiB each); nothing is allocated. exp is the four-wide fast_exp of vec.h.
+// 128-wide blocks measured 12-15% faster than 64 (fewer, larger tile products: call overhead and,
+// under bf16, operand rounding weigh less) and 256 slower (half of a diagonal block is masked)
+// at T = 256 (bench/RESULTS.md, "Mixed precision").
 #include "brigade/kernels/cpu/attention.h"
 
 #include <cmath>

@@ -4,12 +4,12 @@
 // per query row exists at a time, never the T x T matrix. Query rows go in tiles of
 // kAttentionBlock, so each (tile, key block) product is a gemm() (gemm_backend.h). Backward
 // recomputes the scores from q, k and the saved log-sum-exp. No allocation (the blocks live
-// on the stack, 32 KiB in backward).
+// on the stack, 128 KiB in backward).
 #include <cstdint>
 
 namespace brigade {
 
-inline constexpr int64_t kAttentionBlock = 64;
+inline constexpr int64_t kAttentionBlock = 128;
 
 // qkv is (B,T,3C): q, k, v concatenated along the last axis, each split into NH heads of
 // size hs = C/NH. out is (B,T,C). lse is (B,NH,T): log-sum-exp of each query row's scaled
