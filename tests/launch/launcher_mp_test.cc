@@ -174,6 +174,26 @@ TEST_F(Launch, EnvironmentContractOfTheSecondNode) {
   EXPECT_FALSE(wait_for_file(dir_ + "/env.0", 0)) << "node 1 must not run ranks of node 0";
 }
 
+// A launcher started from a script in the background (or under nohup) inherits SIGINT, SIGQUIT
+// and SIGHUP ignored, and ignored signals survive exec: the workers must start with every
+// disposition at its default, or a Ctrl-C / SIGHUP never reaches them and the launcher ends up
+// SIGKILLing them. Each worker reads its ignored-signal mask from /proc (no shell builtin
+// touches it: a non-interactive sh keeps the dispositions it was started with).
+TEST_F(Launch, WorkersStartWithNoSignalIgnored) {
+  struct sigaction ignore = {}, saved[3];
+  ignore.sa_handler = SIG_IGN;
+  const int inherited[] = {SIGINT, SIGQUIT, SIGHUP};
+  for (int i = 0; i < 3; ++i) ::sigaction(inherited[i], &ignore, &saved[i]);
+  BackgroundBrigade launch(
+      launch_args(2, "grep SigIgn /proc/self/status > \"$D/ign.$RANK\"\n"), dir_);
+  for (int i = 0; i < 3; ++i) ::sigaction(inherited[i], &saved[i], nullptr);
+  ASSERT_EQ(launch.wait(kLaunchTimeout), 0) << launch.err();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(read_text(dir_ + "/ign." + std::to_string(r)), "SigIgn:\t0000000000000000\n")
+        << "rank " << r;
+  }
+}
+
 TEST_F(Launch, OutputIsPrefixedWithTheRank) {
   BackgroundBrigade launch(launch_args(2,
                                        "echo \"out $RANK\"\n"

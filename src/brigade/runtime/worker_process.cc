@@ -104,9 +104,14 @@ WorkerProcess spawn_worker(const WorkerSpec& spec) {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    // The launcher ignores SIGPIPE and supervises SIGTERM/SIGCHLD itself; a worker must not
-    // inherit that (ignored signals survive exec).
-    for (int sig : {SIGTERM, SIGPIPE, SIGCHLD}) ::signal(sig, SIG_DFL);
+    // Ignored signals survive exec: the launcher ignores SIGPIPE, and a launcher started from a
+    // script in the background inherits SIGINT and SIGQUIT (and under nohup SIGHUP) ignored. A
+    // worker starts with every disposition at its default, as a process of its own would.
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) {
+      if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);  // EINVAL: skipped
+    }
     ::execve(spec.path.c_str(), argv.data(), envp.data());
     child_fail("exec of", spec.path.c_str());
   }
