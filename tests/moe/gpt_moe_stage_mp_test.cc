@@ -352,8 +352,14 @@ TEST(GptMoeStage, RejectsTensorParallelAndIndivisibleEp) {
       EXPECT_NE(m.find("model.n_experts = 4"), std::string::npos) << m;
       EXPECT_NE(m.find("parallel.ep = 3"), std::string::npos) << m;
     }
-    mesh.comm(MeshAxis::kEP).barrier();  // rank 2 leaves only once every peer is connected
-    if (rank == 2) return;
+    mesh.comm(MeshAxis::kEP).barrier();
+    // Rank 2 leaves only when ranks 0 and 1 are done: its closing connections must not reach
+    // them while the barrier's last messages may still be in flight (seen once under load:
+    // rank 1's barrier failed with the peer gone).
+    if (rank == 2) {
+      w.store->wait({"tp-done-0", "tp-done-1"});
+      return;
+    }
     // MoE under tensor parallelism: a tp = 2 group of ranks 0 and 1.
     const std::vector<int> tp_ranks = {0, 1};
     auto tp = create_subgroup(w, tp_ranks, "tp");
@@ -366,6 +372,7 @@ TEST(GptMoeStage, RejectsTensorParallelAndIndivisibleEp) {
       EXPECT_NE(m.find("model.n_experts"), std::string::npos) << m;
       EXPECT_NE(m.find("parallel.tp = 2"), std::string::npos) << m;
     }
+    w.store->set("tp-done-" + std::to_string(rank), {'1'});
   });
   EXPECT_TRUE(AllRanksOk(result));
 }

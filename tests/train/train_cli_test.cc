@@ -194,6 +194,27 @@ TEST_F(TrainCli, Bf16PrecisionIsLoggedAndRefusedWhereOneDnnHasNoBf16) {
   EXPECT_THAT(read_file(dir_ + "/avx512/tiny/train.log"), HasSubstr("EMULATED"));
 }
 
+// A mistyped subcommand is named with the nearest one (exit 2), not "a subcommand is
+// required"; a word far from every subcommand gets the list only. --version names the commit of
+// this checkout, the build type and the libraries with their versions.
+TEST_F(TrainCli, MistypedSubcommandSuggestsTheNearestAndVersionNamesTheBuild) {
+  auto typo = brigade("trian " + config_);
+  EXPECT_EQ(typo.exit_code, 2) << typo.output;
+  EXPECT_THAT(typo.output, HasSubstr("unknown subcommand 'trian'; did you mean 'train'?"));
+  auto far = brigade("frobnicate");
+  EXPECT_EQ(far.exit_code, 2) << far.output;
+  EXPECT_THAT(far.output, Not(HasSubstr("did you mean")));
+  EXPECT_THAT(far.output, HasSubstr("check-config"));
+  auto v = brigade("--version");
+  EXPECT_EQ(v.exit_code, 0) << v.output;
+  const std::string head =
+      run_command("git -C " + std::string(BRIGADE_SOURCE_DIR) + " rev-parse HEAD").output;
+  EXPECT_THAT(v.output, HasSubstr("commit " + head.substr(0, head.find('\n'))));
+  for (const char* s : {"oneDNN 2.", "OpenBLAS", "Gloo 0.", "protobuf 3."}) {
+    EXPECT_THAT(v.output, HasSubstr(s)) << v.output;
+  }
+}
+
 TEST_F(TrainCli, TokenizeWritesShardsThatTrainWithTheirBpe) {
   std::string shards = dir_ + "/shards";
   auto t = brigade("tokenize --out " + shards + " --vocab 300");

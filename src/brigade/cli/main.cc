@@ -2,9 +2,11 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "brigade/base/error.h"
 #include "brigade/cli/commands.h"
+#include "brigade/cli/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"brigade: distributed training of neural networks"};
@@ -19,6 +21,21 @@ int main(int argc, char** argv) {
       {"import", brigade::cli::add_import(app)},
       {"report", brigade::cli::add_report(app)},
   };
+  app.set_version_flag("--version", [] { return brigade::cli::version_text(); },
+                       "the version, commit, build type and libraries");
+  // A mistyped subcommand ("trian") would only be told that a subcommand is required.
+  if (argc > 1 && argv[1][0] != '-' && commands.count(argv[1]) == 0) {
+    std::vector<std::string> names;
+    std::string list;
+    for (const auto& [name, command] : commands) {
+      names.push_back(name);
+      list += (list.empty() ? "" : ", ") + name;
+    }
+    const std::string hint = brigade::cli::nearest_name(argv[1], names);
+    std::fprintf(stderr, "brigade: unknown subcommand '%s'%s (subcommands: %s)\n", argv[1],
+                 hint.empty() ? "" : ("; did you mean '" + hint + "'?").c_str(), list.c_str());
+    return brigade::kExitConfig;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -60,9 +60,15 @@ RunFolder create_run_folder(const Config& config, int rank) {
   return folder;
 }
 
+std::string source_git_commit() {
+  const std::string commit = command_output(
+      "git -C '" + std::string(BRIGADE_SOURCE_DIR) + "' rev-parse HEAD 2>/dev/null");
+  return commit.empty() ? "unknown" : commit;
+}
+
 nlohmann::json provenance(const Config& config, const std::vector<std::string>& data_files) {
   const std::string src = BRIGADE_SOURCE_DIR;
-  std::string commit = command_output("git -C '" + src + "' rev-parse HEAD 2>/dev/null");
+  const std::string commit = source_git_commit();
   std::string dirty =
       command_output("git -C '" + src + "' status --porcelain 2>/dev/null | head -1");
   nlohmann::json data = nlohmann::json::array();
@@ -75,7 +81,7 @@ nlohmann::json provenance(const Config& config, const std::vector<std::string>& 
   std::string resolved = config.to_toml();
   return {
       {"brigade_version", "0.1.0"},
-      {"git_commit", commit.empty() ? "unknown" : commit},
+      {"git_commit", commit},
       {"git_dirty", !dirty.empty()},
       {"config_crc32", fmt::format("{:08x}", crc32_of(resolved))},
       {"data_files", data},

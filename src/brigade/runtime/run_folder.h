@@ -31,6 +31,10 @@ RunFolder run_folder_of(const Config& config);
 // Throws IoError.
 RunFolder create_run_folder(const Config& config, int rank = 0);
 
+// The commit of the source tree this binary was built from (git rev-parse HEAD of
+// BRIGADE_SOURCE_DIR), or "unknown" where that tree or git is not there.
+std::string source_git_commit();
+
 // Where the run came from: git commit (and whether the tree was dirty), the hash of the
 // resolved config, size + CRC-32 of every data file, CPU model, build type, host, time.
 nlohmann::json provenance(const Config& config, const std::vector<std::string>& data_files);
