@@ -1,6 +1,5 @@
 #include "brigade/cli/version.h"
 
-#include <dnnl.hpp>
 #include <fmt/format.h>
 #include <gloo/config.h>
 #include <google/protobuf/stubs/common.h>
@@ -13,17 +12,13 @@
 namespace brigade::cli {
 
 std::string version_text() {
-  const dnnl_version_t* dnnl = dnnl_version();
-  std::string out = fmt::format("brigade 0.1.0 (commit {}, {} build)\n", source_git_commit(),
-                                BRIGADE_BUILD_TYPE);
+  std::string out =
+      fmt::format("brigade 0.1.0 (commit {}, {} build)\n", source_git_commit(), BRIGADE_BUILD_TYPE);
   for (GemmBackend b : {GemmBackend::kOneDnn, GemmBackend::kOpenBlas}) {
-    GemmBackend previous = gemm_backend();
-    set_gemm_backend(b);
-    out += "  " + gemm_backend_description() + "\n";
-    set_gemm_backend(previous);
+    out += "  " + gemm_backend_description(b) + "\n";  // each with its library's version
   }
-  out += fmt::format("  oneDNN {}.{}.{}, Gloo {}.{}.{}, protobuf {}", dnnl->major, dnnl->minor,
-                     dnnl->patch, GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH,
+  out += fmt::format("  Gloo {}.{}.{}, protobuf {}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR,
+                     GLOO_VERSION_PATCH,
                      google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION));
   return out;
 }

@@ -6,8 +6,8 @@
 
 namespace brigade::cli {
 
-// "brigade 0.1.0 (commit <sha>, Release build)" and a line per library: the GEMM backends with
-// their versions, Gloo, protobuf.
+// "brigade 0.1.0 (commit <sha>, Release build)", a line per GEMM backend with its library's
+// version (oneDNN, OpenBLAS), and Gloo's and protobuf's versions.
 std::string version_text();
 
 // The name in `names` nearest to `typed` by edit distance, if it is at most 2 edits away (and

@@ -49,6 +49,14 @@ struct OpCounters {
     rounds += o.rounds;
     return *this;
   }
+  // What happened between an earlier reading o and this one.
+  OpCounters& operator-=(const OpCounters& o) {
+    calls -= o.calls;
+    bytes_sent -= o.bytes_sent;
+    bytes_received -= o.bytes_received;
+    rounds -= o.rounds;
+    return *this;
+  }
 };
 
 // Thread-safe counters: the communicator's worker thread adds, any thread reads.

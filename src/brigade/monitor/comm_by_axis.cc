@@ -17,15 +17,13 @@ void CommByAxis::snapshot(std::vector<OpCounters>& out) const {
   }
 }
 
-OpCounters CommByAxis::total() const {
-  OpCounters sum;
-  for (const CommChannel& c : channels_) sum += c.stats->total();
-  return sum;
+void CommByAxis::mark() {
+  snapshot(marked_);
 }
 
-void CommByAxis::mark() { snapshot(marked_); }
-
-void CommByAxis::add_since_mark(nlohmann::json& rec) const { add_difference(marked_, rec); }
+void CommByAxis::add_since_mark(nlohmann::json& rec) const {
+  add_difference(marked_, rec);
+}
 
 void CommByAxis::add_totals(nlohmann::json& rec) const {
   add_difference(std::vector<OpCounters>(marked_.size()), rec);
@@ -40,10 +38,7 @@ void CommByAxis::add_difference(const std::vector<OpCounters>& before, nlohmann:
     for (int k = 0; k < kNumOpKinds; ++k) {
       const size_t i = c * kNumOpKinds + static_cast<size_t>(k);
       OpCounters d = now_[i];
-      d.calls -= before[i].calls;
-      d.bytes_sent -= before[i].bytes_sent;
-      d.bytes_received -= before[i].bytes_received;
-      d.rounds -= before[i].rounds;
+      d -= before[i];
       sum += d;
       if (d.bytes_sent == 0 && d.bytes_received == 0) continue;
       // Two channels of one name (a group and its sub-uses) add up under that name.

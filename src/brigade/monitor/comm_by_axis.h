@@ -26,9 +26,6 @@ class CommByAxis {
   CommByAxis() = default;
   explicit CommByAxis(std::vector<CommChannel> channels);
 
-  bool empty() const { return channels_.empty(); }
-  // Every channel's counters now, summed over channels and kinds.
-  OpCounters total() const;
   // Remembers the counters: the start of a step.
   void mark();
   // Adds the totals and the by-axis-and-op figures since mark() to a metrics record.

@@ -118,7 +118,11 @@ void set_blas_threads(int n) {
 }
 
 std::string gemm_backend_description() {
-  const detail::BackendOps& ops = ops_of(gemm_backend());
+  return gemm_backend_description(gemm_backend());
+}
+
+std::string gemm_backend_description(GemmBackend backend) {
+  const detail::BackendOps& ops = ops_of(backend);
   const int n = blas_threads();
   std::string precision;
   if (gemm_precision() == GemmPrecision::kBf16) {

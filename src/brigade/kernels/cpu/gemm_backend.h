@@ -56,6 +56,8 @@ bool parse_gemm_backend(std::string_view name, GemmBackend* out);
 // The selected backend, its library version, thread count and (bf16 only) precision, for the run
 // log: e.g. "onednn (oneDNN 2.6.3, 1 thread)", "onednn (oneDNN 2.6.3, 1 thread, bf16 operands)".
 std::string gemm_backend_description();
+// The same for any backend, selected or not (brigade --version lists both).
+std::string gemm_backend_description(GemmBackend backend);
 
 // Threads per process of both libraries (1 per rank unless train.blas_threads says otherwise;
 // oneDNN's OpenMP threads are set in each thread that calls gemm(), on its next call).
