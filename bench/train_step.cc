@@ -34,10 +34,10 @@
 #include "brigade/model/gpt.h"
 #include "brigade/monitor/op_profiler.h"
 #include "brigade/monitor/timer.h"
-#include "brigade/runtime/config.h"
-#include "brigade/runtime/run_folder.h"
 #include "brigade/optim/grad_clip.h"
 #include "brigade/optim/optimizer.h"
+#include "brigade/runtime/config.h"
+#include "brigade/runtime/run_folder.h"
 #include "brigade/tensor/rng.h"
 #include "brigade/train/training_data.h"
 
@@ -374,8 +374,8 @@ int run(const Options& opt) {
       fmt::print(
           "\n{} vs {}: GEMM set {:.2f}x, training step {:.2f}x faster (medians of per-round "
           "time ratios; step min {:.2f}x, max {:.2f}x)\n",
-          a.name, b.name, median(gemm_speedup),
-          median(step_speedup), *std::min_element(step_speedup.begin(), step_speedup.end()),
+          a.name, b.name, median(gemm_speedup), median(step_speedup),
+          *std::min_element(step_speedup.begin(), step_speedup.end()),
           *std::max_element(step_speedup.begin(), step_speedup.end()));
     }
   }

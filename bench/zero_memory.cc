@@ -43,10 +43,10 @@
 #include "brigade/base/error.h"
 #include "brigade/kernels/cpu/gemm_backend.h"
 #include "brigade/model/gpt.h"
+#include "brigade/optim/grad_clip.h"
 #include "brigade/parallel/dp_strategy.h"
 #include "brigade/runtime/host_port.h"
 #include "brigade/runtime/process_group.h"
-#include "brigade/optim/grad_clip.h"
 #include "brigade/tensor/rng.h"
 
 namespace brigade {

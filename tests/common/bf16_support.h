@@ -25,9 +25,9 @@ inline bool bf16_gemm_available() {
 
 }  // namespace brigade::testing
 
-#define BRIGADE_SKIP_WITHOUT_BF16_GEMM()                                           \
-  do {                                                                             \
-    if (!::brigade::testing::bf16_gemm_available()) {                              \
+#define BRIGADE_SKIP_WITHOUT_BF16_GEMM()                                          \
+  do {                                                                            \
+    if (!::brigade::testing::bf16_gemm_available()) {                             \
       GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU (it needs AVX-512)"; \
-    }                                                                              \
+    }                                                                             \
   } while (0)

@@ -56,9 +56,10 @@ TEST_F(Bf16Runs, Bf16IsWithinItsBoundOfF32AndEveryLayoutEqualsOneProcess) {
   const std::string bf16 = run("bf16", 1, kBf16);
   const double loss_vs_f32 = max_relative_difference(bf16, f32);
   const double norm_vs_f32 = max_relative_difference(bf16, f32, "grad_norm");
-  std::printf("bf16 vs f32: max relative difference of the loss %.3g, of the gradient norm %.3g "
-              "(bound %.3g)\n",
-              loss_vs_f32, norm_vs_f32, 4 * kU);
+  std::printf(
+      "bf16 vs f32: max relative difference of the loss %.3g, of the gradient norm %.3g "
+      "(bound %.3g)\n",
+      loss_vs_f32, norm_vs_f32, 4 * kU);
   EXPECT_LE(loss_vs_f32, 4 * kU);
   EXPECT_LE(norm_vs_f32, 4 * kU);
   EXPECT_GT(norm_vs_f32, 1e-5) << "bf16 trained like f32: the precision was not applied";
@@ -69,17 +70,17 @@ TEST_F(Bf16Runs, Bf16IsWithinItsBoundOfF32AndEveryLayoutEqualsOneProcess) {
     int nproc;
     const char* set;
   };
-  for (const Layout& l : {Layout{"ddp2", 2, "--set train.grad_accum=2"},
-                          Layout{"zero3", 2, "--set train.grad_accum=2 --set parallel.zero=3"},
-                          Layout{"tp2", 2, "--set parallel.tp=2"},
-                          Layout{"pp2", 2, "--set parallel.pp=2"}}) {
+  for (const Layout& l :
+       {Layout{"ddp2", 2, "--set train.grad_accum=2"},
+        Layout{"zero3", 2, "--set train.grad_accum=2 --set parallel.zero=3"},
+        Layout{"tp2", 2, "--set parallel.tp=2"}, Layout{"pp2", 2, "--set parallel.pp=2"}}) {
     const std::string r = run(std::string("bf16") + l.name, l.nproc, std::string(kBf16) + l.set);
     SCOPED_TRACE(l.name);
     expect_losses_close(r, bf16, 1e-4);
   }
-  const std::string wire = run("bf16wire", 2,
-                               std::string(kBf16) +
-                                   "--set train.grad_accum=2 --set parallel.grad_wire='\"bf16\"'");
+  const std::string wire =
+      run("bf16wire", 2,
+          std::string(kBf16) + "--set train.grad_accum=2 --set parallel.grad_wire='\"bf16\"'");
   EXPECT_LE(max_relative_difference(wire, bf16), 4 * kU);
 }
 

@@ -375,12 +375,11 @@ TEST_P(GemmBf16Test, WithinBf16sBoundOfTheF32Product) {
   std::printf("worst error / bound %.3f\n", worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, GemmBf16Test, ::testing::ValuesIn(cases()),
-                         [](const auto& info) {
-                           std::ostringstream os;
-                           os << info.param;
-                           return os.str();
-                         });
+INSTANTIATE_TEST_SUITE_P(Cases, GemmBf16Test, ::testing::ValuesIn(cases()), [](const auto& info) {
+  std::ostringstream os;
+  os << info.param;
+  return os.str();
+});
 
 TEST(GemmBf16, NamesRoundTripAndF32IsTheDefault) {
   EXPECT_EQ(gemm_precision(), GemmPrecision::kF32);

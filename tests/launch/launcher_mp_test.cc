@@ -184,8 +184,8 @@ TEST_F(Launch, WorkersStartWithNoSignalIgnored) {
   ignore.sa_handler = SIG_IGN;
   const int inherited[] = {SIGINT, SIGQUIT, SIGHUP};
   for (int i = 0; i < 3; ++i) ::sigaction(inherited[i], &ignore, &saved[i]);
-  BackgroundBrigade launch(
-      launch_args(2, "grep SigIgn /proc/self/status > \"$D/ign.$RANK\"\n"), dir_);
+  BackgroundBrigade launch(launch_args(2, "grep SigIgn /proc/self/status > \"$D/ign.$RANK\"\n"),
+                           dir_);
   for (int i = 0; i < 3; ++i) ::sigaction(inherited[i], &saved[i], nullptr);
   ASSERT_EQ(launch.wait(kLaunchTimeout), 0) << launch.err();
   for (int r = 0; r < 2; ++r) {

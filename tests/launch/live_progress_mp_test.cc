@@ -28,8 +28,8 @@ TEST(LiveProgress, RankZerosProgressIsDrawnInPlaceUnderTheLauncher) {
   const std::string config = dir + "/tiny.toml";
   std::ofstream(config) << testing::tiny_gpt_config({{"train.steps", "8"}});
   const std::string launch = "env BRIGADE_FAULT_SLOW_RANK=0 BRIGADE_FAULT_SLOW_MS=30 " +
-                             std::string(BRIGADE_BINARY) + " launch --nproc 2 -- train " +
-                             config + " --set run.out_dir=" + dir;
+                             std::string(BRIGADE_BINARY) + " launch --nproc 2 -- train " + config +
+                             " --set run.out_dir=" + dir;
   const auto tty = run_command("script -qec '" + launch + " --set run.name=\\\"tty\\\"' /dev/null");
   ASSERT_EQ(tty.exit_code, 0) << tty.output;
   const std::string redraw = "\r\033[K[rank 0] step ";

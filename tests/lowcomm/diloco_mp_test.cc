@@ -12,9 +12,9 @@
 #include <cfloat>
 #include <cmath>
 
+#include "brigade/optim/sgd.h"
 #include "brigade/sync/lowcomm/common.h"
 #include "brigade/sync/lowcomm/diloco.h"
-#include "brigade/optim/sgd.h"
 #include "lowcomm/lowcomm_mp_util.h"
 #include "lowcomm/lowcomm_test_util.h"
 

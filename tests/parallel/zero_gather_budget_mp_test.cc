@@ -27,10 +27,10 @@
 #include <vector>
 
 #include "brigade/model/gpt.h"
+#include "brigade/optim/grad_clip.h"
 #include "brigade/parallel/dp_strategy.h"
 #include "brigade/parallel/sharded_params.h"
 #include "brigade/parallel/zero.h"
-#include "brigade/optim/grad_clip.h"
 #include "brigade/tensor/rng.h"
 #include "comm/comm_test_util.h"
 #include "comm/multiprocess.h"

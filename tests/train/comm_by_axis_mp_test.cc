@@ -42,8 +42,8 @@ class CommByAxisRuns : public ::testing::Test {
   }
   // The train records of rank 0 of a 2-rank run.
   std::vector<nlohmann::json> run(const std::string& name, const std::string& extra) {
-    const std::string cmd = std::string(BRIGADE_BINARY) + " launch --nproc 2 -- train " +
-                            config_ + " --set run.out_dir=" + dir_ + "/" + name + " " + extra;
+    const std::string cmd = std::string(BRIGADE_BINARY) + " launch --nproc 2 -- train " + config_ +
+                            " --set run.out_dir=" + dir_ + "/" + name + " " + extra;
     const auto r = run_command(cmd, 120);
     EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
     auto out = testing::metrics_records(dir_ + "/" + name + "/tiny/metrics.jsonl", "train");

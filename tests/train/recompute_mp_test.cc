@@ -33,13 +33,13 @@ class Recompute : public ::testing::Test {
   }
   // (loss, grad_norm) per step of a 2-rank run.
   std::vector<std::pair<double, double>> run(const std::string& name, const std::string& extra) {
-    const std::string cmd = std::string(BRIGADE_BINARY) + " launch --nproc 2 -- train " +
-                            config_ + " --set run.out_dir=" + dir_ + "/" + name + " " + extra;
+    const std::string cmd = std::string(BRIGADE_BINARY) + " launch --nproc 2 -- train " + config_ +
+                            " --set run.out_dir=" + dir_ + "/" + name + " " + extra;
     const auto r = run_command(cmd, 120);
     EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
     std::vector<std::pair<double, double>> out;
-    for (const auto& j : testing::metrics_records(dir_ + "/" + name + "/tiny/metrics.jsonl",
-                                                  "train")) {
+    for (const auto& j :
+         testing::metrics_records(dir_ + "/" + name + "/tiny/metrics.jsonl", "train")) {
       out.emplace_back(j["loss"].get<double>(), j["grad_norm"].get<double>());
     }
     EXPECT_EQ(out.size(), 8u) << name;

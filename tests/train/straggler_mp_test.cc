@@ -3,9 +3,10 @@
 // in each of its forwards, counted in its busy time as a slower machine's compute would be).
 // Step 1 is warm-up (StragglerOptions::warmup_steps: one-time kernel and page costs differ between
 // ranks by chance, measured up to 2x) and counts for nobody, so the metrics name that rank from
-// step 4 on, the third counted slow step (StragglerOptions::consecutive); the log says so once, and the summary's mean busy time per rank shows the injected sleep. A run
-// without the hook flags nobody. Three ranks, because with two the median is the mean of both
-// and no rank's ratio can reach 2.
+// step 4 on, the third counted slow step (StragglerOptions::consecutive); the log says so once, and
+// the summary's mean busy time per rank shows the injected sleep. A run without the hook flags
+// nobody. Three ranks, because with two the median is the mean of both and no rank's ratio can
+// reach 2.
 #include <gtest/gtest.h>
 
 #include <fstream>

@@ -22,9 +22,9 @@
 #include "brigade/ckpt/manifest.h"
 #include "brigade/cli/commands.h"
 #include "brigade/model/gpt.h"
+#include "brigade/optim/optimizer.h"
 #include "brigade/runtime/config.h"
 #include "brigade/runtime/run_folder.h"
-#include "brigade/optim/optimizer.h"
 #include "brigade/train/checkpointing.h"
 #include "brigade/train/model_factory.h"
 

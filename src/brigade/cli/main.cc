@@ -21,8 +21,9 @@ int main(int argc, char** argv) {
       {"import", brigade::cli::add_import(app)},
       {"report", brigade::cli::add_report(app)},
   };
-  app.set_version_flag("--version", [] { return brigade::cli::version_text(); },
-                       "the version, commit, build type and libraries");
+  app.set_version_flag(
+      "--version", [] { return brigade::cli::version_text(); },
+      "the version, commit, build type and libraries");
   // A mistyped subcommand ("trian") would only be told that a subcommand is required.
   if (argc > 1 && argv[1][0] != '-' && commands.count(argv[1]) == 0) {
     std::vector<std::string> names;

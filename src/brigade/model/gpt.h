@@ -117,8 +117,8 @@ class Gpt : public Model {
   GptParams w_;
   ParamLayout full_layout_;  // only under tensor parallelism
 
-  std::vector<float> encoded_;  // (rows,C): block 0's input
-  std::vector<BlockActivations> acts_;       // per block; one set under recomputation
+  std::vector<float> encoded_;                 // (rows,C): block 0's input
+  std::vector<BlockActivations> acts_;         // per block; one set under recomputation
   std::vector<std::vector<float>> block_out_;  // recomputation: each block's output (rows,C)
   HeadActivations head_;
   int64_t valid_targets_ = 0;    // targets >= 0 in the last forward

@@ -11,8 +11,8 @@
 // event "brain.Event:2". Scalars are Summary values with simple_value; text (the config) uses the
 // text plugin (a DT_STRING tensor, plugin_name "text"). A resumed run writes a SessionLog START at
 // the first step it trains again; TensorBoard then drops the earlier points at and after that
-// step (the points metrics.jsonl marks superseded). Like metrics.jsonl, a record that cannot be written
-// is counted and cut off, never half-written.
+// step (the points metrics.jsonl marks superseded). Like metrics.jsonl, a record that cannot be
+// written is counted and cut off, never half-written.
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "brigade/base/error.h"
+#include "brigade/optim/grad_clip.h"
 #include "brigade/parallel/ddp.h"
 #include "brigade/parallel/zero.h"
-#include "brigade/optim/grad_clip.h"
 
 namespace brigade {
 

@@ -5,8 +5,8 @@
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
-#include "brigade/parallel/shard_transfer.h"
 #include "brigade/optim/grad_clip.h"
+#include "brigade/parallel/shard_transfer.h"
 
 namespace brigade {
 

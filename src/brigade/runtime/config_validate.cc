@@ -277,8 +277,7 @@ void Config::validate() const {
   const auto& trace = monitor.trace_steps;
   require(trace.empty() || (trace.size() == 2 && trace[0] >= 1 && trace[0] <= trace[1] &&
                             trace[1] - trace[0] < 1000),
-          "monitor.trace_steps",
-          fmt::format("[{}]", fmt::join(trace, ", ")),
+          "monitor.trace_steps", fmt::format("[{}]", fmt::join(trace, ", ")),
           "must be [] or [first, last] with 1 <= first <= last, at most 1000 steps (a trace holds "
           "every span of every step)");
 

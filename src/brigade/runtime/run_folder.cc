@@ -61,8 +61,8 @@ RunFolder create_run_folder(const Config& config, int rank) {
 }
 
 std::string source_git_commit() {
-  const std::string commit = command_output(
-      "git -C '" + std::string(BRIGADE_SOURCE_DIR) + "' rev-parse HEAD 2>/dev/null");
+  const std::string commit =
+      command_output("git -C '" + std::string(BRIGADE_SOURCE_DIR) + "' rev-parse HEAD 2>/dev/null");
   return commit.empty() ? "unknown" : commit;
 }
 

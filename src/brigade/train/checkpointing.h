@@ -22,8 +22,8 @@
 #include "brigade/ckpt/sharded_save.h"
 #include "brigade/comm/comm_factory.h"
 #include "brigade/model/model.h"
-#include "brigade/parallel/dp_strategy.h"
 #include "brigade/optim/optimizer.h"
+#include "brigade/parallel/dp_strategy.h"
 
 namespace brigade {
 

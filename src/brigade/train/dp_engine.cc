@@ -14,8 +14,8 @@
 
 #include "brigade/base/error.h"
 #include "brigade/monitor/timer.h"
-#include "brigade/sync/lowcomm/common.h"
 #include "brigade/optim/optimizer.h"
+#include "brigade/sync/lowcomm/common.h"
 #include "brigade/sync/replica_sync.h"
 #include "brigade/train/model_factory.h"
 #include "brigade/train/moe_metrics.h"

@@ -28,8 +28,8 @@
 
 #include "brigade/comm/communicator.h"
 #include "brigade/model/param_spec.h"
-#include "brigade/parallel/dp_strategy.h"
 #include "brigade/optim/optimizer.h"
+#include "brigade/parallel/dp_strategy.h"
 
 namespace brigade {
 

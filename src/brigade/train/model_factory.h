@@ -4,8 +4,8 @@
 
 #include "brigade/model/gpt_config.h"
 #include "brigade/model/model.h"
-#include "brigade/runtime/config.h"
 #include "brigade/optim/optimizer.h"
+#include "brigade/runtime/config.h"
 
 namespace brigade {
 

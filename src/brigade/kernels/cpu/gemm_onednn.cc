@@ -114,10 +114,9 @@ uint32_t bits(float f) {
 dnnl::memory::desc view(int64_t rows, int64_t cols, int64_t ld, bool trans, bool bf16 = false) {
   using dims = dnnl::memory::dims;
   const auto dim = [](int64_t v) { return v == kRuntime ? DNNL_RUNTIME_DIM_VAL : v; };
-  return dnnl::memory::desc(
-      dims{dim(rows), dim(cols)},
-      bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32,
-      trans ? dims{1, dim(ld)} : dims{dim(ld), 1});
+  return dnnl::memory::desc(dims{dim(rows), dim(cols)},
+                            bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32,
+                            trans ? dims{1, dim(ld)} : dims{dim(ld), 1});
 }
 
 Entry create(const Key& k, const dnnl::engine& engine) {
@@ -179,8 +178,8 @@ void execute_runtime(OneDnnThread& ctx, const Entry& e, bool trans_a, bool trans
                      int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
                      float* C, int64_t ldc) {
   constexpr bool kBf16 = std::is_same_v<T, bf16>;
-  const dnnl::memory::desc a = view(M, K, lda, trans_a, kBf16),
-                           b = view(K, N, ldb, trans_b, kBf16), c = view(M, N, ldc, false);
+  const dnnl::memory::desc a = view(M, K, lda, trans_a, kBf16), b = view(K, N, ldb, trans_b, kBf16),
+                           c = view(M, N, ldc, false);
   dnnl_memory_t ma = nullptr, mb = nullptr, mc = nullptr;
   const dnnl_engine_t eng = ctx.engine.get();
   check(dnnl_memory_create(&ma, &a.data, eng, const_cast<T*>(A)), e, "src", M, N, K);

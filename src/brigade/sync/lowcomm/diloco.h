@@ -38,12 +38,12 @@
 #include "brigade/comm/communicator.h"
 #include "brigade/comm/wire_traffic.h"
 #include "brigade/model/param_spec.h"
+#include "brigade/optim/optimizer.h"
 #include "brigade/sync/lowcomm/dct_topk.h"
 #include "brigade/sync/lowcomm/int8_quant.h"
 #include "brigade/sync/lowcomm/powersgd.h"
 #include "brigade/sync/lowcomm/quorum_exchange.h"
 #include "brigade/sync/lowcomm/sign_allreduce.h"
-#include "brigade/optim/optimizer.h"
 
 namespace brigade {
 

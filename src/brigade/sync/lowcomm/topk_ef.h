@@ -17,8 +17,8 @@
 
 #include "brigade/comm/communicator.h"
 #include "brigade/comm/wire_traffic.h"
-#include "brigade/sync/lowcomm/payload.h"
 #include "brigade/optim/optimizer.h"
+#include "brigade/sync/lowcomm/payload.h"
 
 namespace brigade {
 
