@@ -373,6 +373,10 @@ TEST(GptMoeStage, RejectsTensorParallelAndIndivisibleEp) {
       EXPECT_NE(m.find("parallel.tp = 2"), std::string::npos) << m;
     }
     w.store->set("tp-done-" + std::to_string(rank), {'1'});
+    // Neither tp rank leaves before the other is done: Gloo may count a pair as connected on one
+    // side while the other still reads its handshake (seen under load: rank 1's connect failed
+    // with rank 0 gone).
+    w.store->wait({"tp-done-0", "tp-done-1"});
   });
   EXPECT_TRUE(AllRanksOk(result));
 }

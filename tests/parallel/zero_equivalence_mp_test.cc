@@ -42,7 +42,12 @@ TEST_F(DpRuns, ThreeRanksPadAModelSizeNotDivisibleByThem) {
   std::string z1 = run("z1x3", 3, batch + "--set parallel.zero=1");
   expect_same_training(ddp, z1);  // the same all-reduce as DDP: only the norm is summed apart
   std::string z3 = run("z3x3", 3, batch + "--set parallel.zero=3");
-  expect_same_training(ddp, z3, /*state_tol=*/1e-3);
+  // ZeRO-3 reduce-scatters where DDP all-reduces, summing 3 ranks in another order. AdamW moves a
+  // weight whose gradient is zero up to that rounding (the attention key bias, which softmax does
+  // not see) by up to lr per step either way: measured 1.6e-5 of the largest weight on an
+  // AVX2-only host, whose oneDNN kernels round differently (9e-6 with AVX-512). 1e-4 still
+  // catches a misplaced shard (an O(1) error) and a lost or repeated step (about lr, 3e-3).
+  expect_same_training(ddp, z3, /*state_tol=*/1e-3, /*same_eval=*/true, /*model_tol=*/1e-4);
 }
 
 TEST_F(DpRuns, Bf16WireIsRejectedForShardedGradients) {
