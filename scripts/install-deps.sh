@@ -15,6 +15,7 @@ packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   libgloo-dev              # collectives over TCP
+  libzmq3-dev cppzmq-dev   # parameter-server messages (ZeroMQ, CURVE-authenticated)
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (the published Event schema)
   python3-protobuf         # tests: an independent reader of those files
   chromium                 # tests: `brigade report` pages opened in a real, headless browser

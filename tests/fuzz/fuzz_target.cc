@@ -35,6 +35,7 @@ std::vector<std::pair<std::string, Maker>>& registry() {
       {"checkpoint_resealed", make_checkpoint_resealed_target},
       {"checkpoint_shard", make_checkpoint_shard_target},
       {"store", make_store_target},
+      {"ps_message", make_ps_message_target},
   };
   return targets;
 }

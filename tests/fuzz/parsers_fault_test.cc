@@ -56,6 +56,7 @@ constexpr Plan kPlans[] = {
     {"checkpoint_resealed", 4000},
     {"checkpoint_shard", 2000},
     {"store", 300},
+    {"ps_message", 6000},
 };
 
 void run_plan(const std::string& target) {
@@ -130,6 +131,9 @@ TEST(ParsersFuzz, CheckpointShard) {
 }
 TEST(ParsersFuzz, Store) {
   run_plan("store");
+}
+TEST(ParsersFuzz, PsMessage) {
+  run_plan("ps_message");
 }
 
 }  // namespace

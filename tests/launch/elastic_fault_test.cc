@@ -161,6 +161,34 @@ TEST_F(Elastic, KilledRankRestartsAndEndsWithTheUninterruptedWeights) {
   expect_nothing_left();
 }
 
+// Parameter servers (sync.method = "ps", docs/parameter-servers.md): the server, rank 2 of 2
+// workers + 1 server, is SIGKILLed; the restarted group resumes from the checkpoint the workers
+// wrote (the servers' state, fetched by worker 0) and ends bitwise where an uninterrupted BSP
+// run ends.
+TEST_F(Elastic, KilledParameterServerRestartsTheJobFromTheCheckpoint) {
+  const std::vector<std::string> ps = {"--set", "sync.method=ps", "--set", "ps.servers=1"};
+  std::vector<std::string> ref_args = {
+      "launch", "--nproc", "3", "--", "train", config_, "--set", "run.out_dir=" + dir_ + "/ref"};
+  ref_args.insert(ref_args.end(), ps.begin(), ps.end());
+  BackgroundBrigade reference(ref_args, dir_);
+  ASSERT_EQ(reference.wait(kRunTimeout), 0) << reference.err();
+  std::mt19937 rng(13);
+  const int fault_step = std::uniform_int_distribution<int>(3, kSteps - 6)(rng);
+  std::vector<std::string> args = train_args({"--nproc", "3", "--max-restarts", "1"});
+  args.insert(args.end(), ps.begin(), ps.end());
+  BackgroundBrigade launch(args, dir_);
+  pid_t pid = rank_at_step(2, fault_step);
+  ASSERT_GT(pid, 0) << launch.err();
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_EQ(launch.wait(kRunTimeout), 0) << launch.err();
+  std::string err = launch.err();
+  EXPECT_THAT(err, HasSubstr("rank 2 was killed by SIGKILL"));
+  EXPECT_THAT(err, HasSubstr("resumed from"));
+  EXPECT_THAT(err, HasSubstr("finished after 1 restart(s)"));
+  expect_bitwise_equal_weights(run(), dir_ + "/ref/el");
+  expect_nothing_left();
+}
+
 TEST_F(Elastic, StoppedRankIsFoundWithinTheHeartbeatTimeoutAndTheJobCompletes) {
   const double timeout = 2, interval = 0.5;  // heartbeat_interval_for(2 s)
   std::mt19937 rng(7);

@@ -6,6 +6,7 @@
 #include "brigade/cli/commands.h"
 #include "brigade/runtime/config.h"
 #include "brigade/train/hybrid_layout.h"
+#include "brigade/train/ps_roles.h"
 #include "brigade/train/trainer.h"
 
 namespace brigade::cli {
@@ -41,6 +42,8 @@ void validate_worker_config(const std::vector<std::string>& worker_args, int wor
   if (world_size > 0 && is_model_parallel(config)) {
     resolve_hybrid_layout(config, world_size);
   }
+  // Parameter servers: at least one process must be left to train.
+  if (world_size > 0 && config.sync.method == "ps") ps_workers(config, world_size);
 }
 
 Command add_train(CLI::App& app) {

@@ -28,6 +28,10 @@ const char* op_kind_name(OpKind kind) {
       return "recv";
     case OpKind::kBarrier:
       return "barrier";
+    case OpKind::kPush:
+      return "push";
+    case OpKind::kPull:
+      return "pull";
   }
   return "unknown_op";
 }

@@ -30,8 +30,10 @@ enum class OpKind : int {
   kSend,
   kRecv,
   kBarrier,
+  kPush,  // parameter server: gradients to a server (sync/ps/)
+  kPull,  // parameter server: parameters from a server
 };
-inline constexpr int kNumOpKinds = 11;
+inline constexpr int kNumOpKinds = 13;
 
 // "all_reduce", "reduce_scatter", ...: the name used in logs and error messages.
 const char* op_kind_name(OpKind kind);

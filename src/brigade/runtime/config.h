@@ -104,7 +104,8 @@ struct ParallelConfig {
 // exchange far less: DiLoCo's periodic pseudo-gradient average, DeMo's top-k DCT coefficients,
 // or a compressed gradient (PowerSGD, EF-signSGD, top-k with error feedback).
 struct SyncConfig {
-  std::string method = "ddp";  // "ddp" | "diloco" | "demo" | "powersgd" | "signef" | "topk"
+  // "ddp" | "diloco" | "demo" | "powersgd" | "signef" | "topk" | "ps" (parameter servers, [ps])
+  std::string method = "ddp";
   // Wire format of the exchange; "auto" = the method's default (ddp: parallel.grad_wire,
   // signef: "1bit", others "f32"). ddp: f32, bf16; diloco: f32, int8, dct_topk, 1bit; demo:
   // f32, bf16, 1bit;
@@ -141,6 +142,16 @@ struct SyncConfig {
   int64_t topk_k = 0;            // topk: entries sent per step; > 0 overrides topk_fraction
 };
 
+// sync.method = "ps": the last `servers` ranks of the job serve parameters, the others train
+// (sync/ps/, docs/parameter-servers.md).
+struct PsConfig {
+  int64_t servers = 1;
+  std::string consistency = "bsp";  // "bsp" | "ssp" | "asp"
+  int64_t staleness = 2;            // ssp: a worker at clock c waits until every clock >= c - s
+  bool staleness_lr = false;        // ssp, asp: divide an update's step by its staleness (>= 1)
+  std::string bind;                 // address servers bind; empty: comm.host
+};
+
 struct CommConfig {
   std::string backend = "gloo";  // registered communicator backend
   double timeout_s = 60;         // every collective and the rendezvous give up after this
@@ -173,6 +184,7 @@ struct Config {
   TrainConfig train;
   ParallelConfig parallel;
   SyncConfig sync;
+  PsConfig ps;
   CommConfig comm;
   MonitorConfig monitor;
 

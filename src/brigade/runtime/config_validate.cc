@@ -56,12 +56,13 @@ std::vector<const char*> payloads_of(const std::string& method) {
   if (method == "demo") return {"auto", "f32", "bf16", "1bit"};
   if (method == "powersgd") return {"auto", "f32"};
   if (method == "signef") return {"auto", "1bit"};
+  if (method == "ps") return {"auto", "f32"};
   return {"auto", "f32", "bf16"};  // topk
 }
 
 void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
   require_one_of(sync.method, "sync.method",
-                 {"ddp", "diloco", "demo", "powersgd", "signef", "topk"});
+                 {"ddp", "diloco", "demo", "powersgd", "signef", "topk", "ps"});
   std::string list;
   bool known = false;
   for (const char* p : payloads_of(sync.method)) {
@@ -115,6 +116,16 @@ void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
           fmt::format("must be \"f32\" with sync.method = \"{}\" (its wire format is "
                       "sync.payload)",
                       sync.method));
+}
+
+// [ps] keys are checked whatever the method (a typo is reported before someone turns them on);
+// the job's size against ps.servers is checked where it is known (train/ps_roles.h).
+void validate_ps(const PsConfig& ps, const SyncConfig& sync) {
+  require_range(ps.servers, "ps.servers", 1, 1024);
+  require_one_of(ps.consistency, "ps.consistency", {"bsp", "ssp", "asp"});
+  require_range(ps.staleness, "ps.staleness", 0, 1 << 20);
+  require(!ps.staleness_lr || ps.consistency != "bsp" || sync.method != "ps", "ps.staleness_lr",
+          "true", "applies to ps.consistency = \"ssp\" or \"asp\" (under bsp no update is stale)");
 }
 
 // Mixture-of-experts keys (model.n_experts > 0 turns them on; docs/parallelism.md). Every key
@@ -296,6 +307,7 @@ void Config::validate() const {
                       parallel.zero));
 
   validate_sync(sync, parallel);
+  validate_ps(ps, sync);
   validate_model_parallel(parallel, sync, model);
   if (train.recompute == "block") {
     require(model.kind == "gpt", "train.recompute", "\"block\"",

@@ -16,6 +16,7 @@
 #include "brigade/monitor/timer.h"
 #include "brigade/optim/optimizer.h"
 #include "brigade/sync/lowcomm/common.h"
+#include "brigade/sync/ps/ps_worker.h"
 #include "brigade/sync/replica_sync.h"
 #include "brigade/train/model_factory.h"
 #include "brigade/train/moe_metrics.h"
@@ -47,6 +48,7 @@ class DpEngine final : public TrainEngine {
         sync_(make_sync_strategy(config_, group_.world.get(), *model_, group_.world_options.store,
                                  [this](const std::string& line) { ctx_.log.line(line); })),
         replica_(dynamic_cast<ReplicaSync*>(sync_.get())),
+        ps_(dynamic_cast<PsWorker*>(sync_.get())),
         loader_(*ctx.data.train, SamplerOptions{.seed = static_cast<uint64_t>(config_.run.seed),
                                                 .micro_batch = config_.train.micro_batch,
                                                 .grad_accum = config_.train.grad_accum,
@@ -64,9 +66,18 @@ class DpEngine final : public TrainEngine {
                       ? " (parallel.zero ignored: one process has nothing to shard)"
                       : "");
     ctx_.log.info("replicas sync by {}{}", describe_sync(config_.sync, config_.parallel),
-                  config_.sync.method != "ddp" && !replica_
+                  config_.sync.method != "ddp" && !replica_ && !ps_
                       ? " (ignored: one process has no replica to sync with; plain local training)"
                       : "");
+    if (ps_) {
+      const PsConfig& ps = config_.ps;
+      ctx_.log.info(
+          "parameter servers: {} server(s) own the parameters and optimizer state, {} "
+          "worker(s) train; consistency {}{}{}",
+          ps.servers, dp_size_, ps.consistency,
+          ps.consistency == "ssp" ? fmt::format(" (staleness <= {})", ps.staleness) : "",
+          ps.staleness_lr ? ", step divided by staleness" : "");
+    }
   }
 
   void log_model() override {
@@ -111,7 +122,10 @@ class DpEngine final : public TrainEngine {
       loss = mean_loss;
     } else {
       float mean_loss = static_cast<float>(loss / static_cast<double>(accum));
-      if (group_.world) group_.world->all_reduce(&mean_loss, 1, ReduceOp::kAvg);
+      // Asynchronous parameter-server workers do not wait for each other: their loss is their own.
+      if (group_.world && replicas_wait_each_step()) {
+        group_.world->all_reduce(&mean_loss, 1, ReduceOp::kAvg);
+      }
       loss = mean_loss;
       // Collective under ZeRO (each rank holds one shard of the gradient), so every rank takes
       // it before deciding anything from it.
@@ -124,6 +138,12 @@ class DpEngine final : public TrainEngine {
 
   void scale_grads(float scale) override { sync_->scale_grads(scale); }
   void apply_update(float lr, int64_t updates) override { sync_->step(lr, updates); }
+  void skip_update(int64_t updates) override {
+    if (ps_) ps_->skip_step(updates);
+  }
+  void prepare_checkpoint() override {
+    if (ps_) ps_->prepare_checkpoint();
+  }
 
   void add_step_metrics(nlohmann::json& rec, bool applied, int64_t updates, bool last,
                         const Traffic& loop_traffic) override {
@@ -131,6 +151,7 @@ class DpEngine final : public TrainEngine {
     // Rank 0's micro-batches.
     if (const MoeTotals moe = model_->take_moe_totals(); !moe.empty())
       add_moe_step_metrics(rec, moe);
+    if (ps_) add_staleness_metrics(rec);
     if (!replica_) return;
     // Bytes by formula: the loss and norm all-reduce and the method's exchange, the loop's own
     // (the straggler all-gather); on the last step also the final sync of replicas that drift
@@ -144,6 +165,7 @@ class DpEngine final : public TrainEngine {
   }
 
   bool replicas_wait_each_step() const override {
+    if (ps_) return !ps_->independent_steps();
     return !replica_ || !replica_->method().independent_steps();
   }
 
@@ -178,14 +200,22 @@ class DpEngine final : public TrainEngine {
   void after_restore(bool resumed) override { sync_->after_restore(resumed); }
 
   std::vector<CommChannel> comm_channels() override {
-    if (!group_.world) return {};
-    return {{"dp", &group_.world->stats()}};
+    std::vector<CommChannel> channels;
+    if (group_.world) channels.push_back({"dp", &group_.world->stats()});
+    if (ps_) channels.push_back({"ps", &ps_->stats()});
+    return channels;
   }
 
   void add_summary(nlohmann::json& summary) override {
     summary["sync_method"] = config_.sync.method;
     if (const MoeTotals moe = model_->moe_run_totals(); !moe.empty()) add_moe_summary(summary, moe);
     if (group_.world) summary["comm"] = group_.world->stats().summary();
+    if (ps_) {
+      const PsStalenessRecord& r = ps_->staleness();
+      summary["ps_updates_applied"] = r.applied;
+      summary["ps_staleness_max"] = r.max;
+      summary["ps_staleness_counts"] = r.counts;
+    }
     if (replica_) {
       summary["comm_formula_sent_bytes"] = formula_total_.sent;
       summary["comm_formula_recv_bytes"] = formula_total_.received;
@@ -193,6 +223,25 @@ class DpEngine final : public TrainEngine {
   }
 
  private:
+  // The servers' staleness record since the last step's (as of this worker's last pull): its
+  // histogram (counts of staleness 0, 1, ..., 15 and more), the largest so far, updates applied.
+  void add_staleness_metrics(nlohmann::json& rec) {
+    const PsStalenessRecord& now = ps_->staleness();
+    std::vector<int64_t> counts(now.counts.begin(), now.counts.end());
+    double weighted = 0;
+    int64_t applied = 0;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      counts[i] -= staleness_seen_.counts[i];
+      weighted += static_cast<double>(i) * static_cast<double>(counts[i]);
+      applied += counts[i];
+    }
+    rec["ps_staleness"] = counts;
+    rec["ps_staleness_mean"] = applied > 0 ? weighted / static_cast<double>(applied) : 0.0;
+    rec["ps_staleness_max"] = now.max;
+    rec["ps_updates_applied"] = now.applied;
+    staleness_seen_ = now;
+  }
+
   TrainContext& ctx_;
   const Config& config_;
   ProcessGroup& group_;
@@ -200,7 +249,9 @@ class DpEngine final : public TrainEngine {
   int64_t dp_size_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<DpStrategy> sync_;  // DDP, ZeRO or ReplicaSync; owns this rank's optimizer
-  ReplicaSync* replica_;              // sync_ when sync.method is not "ddp", else null
+  ReplicaSync* replica_;              // sync_ for the low-communication methods, else null
+  PsWorker* ps_;                      // sync_ when sync.method = "ps", else null
+  PsStalenessRecord staleness_seen_;  // the record of the previous step's metrics
   DataLoader loader_;
   Batch batch_;
   Batch eval_batch_;

@@ -6,10 +6,12 @@
 #include <chrono>
 #include <cmath>
 
+#include "brigade/base/check.h"
 #include "brigade/base/error.h"
 #include "brigade/sync/compressed_grad_sync.h"
 #include "brigade/sync/demo_sync.h"
 #include "brigade/sync/diloco_sync.h"
+#include "brigade/sync/ps/ps_worker.h"
 #include "brigade/sync/replica_sync.h"
 #include "brigade/train/model_factory.h"
 
@@ -142,6 +144,7 @@ std::string describe_sync(const SyncConfig& s, const ParallelConfig& parallel) {
                : fmt::format("topk (fraction {}, {} values, error feedback)", s.topk_fraction,
                              payload);
   }
+  if (s.method == "ps") return "parameter servers";
   return fmt::format("ddp ({} gradients)", payload);
 }
 
@@ -159,7 +162,9 @@ void check_sync_record(const nlohmann::json& saved_state, const Config& config, 
   const std::string method = m != saved.end() && m->is_string() ? m->get<std::string>() : "ddp";
   const int64_t saved_replicas =
       r != saved.end() && r->is_number_integer() ? r->get<int64_t>() : replicas;
-  if (method == "ddp" && config.sync.method == "ddp") return;
+  // DDP and parameter servers save the same state (parameters, optimizer state per tensor).
+  auto exact = [](const std::string& m) { return m == "ddp" || m == "ps"; };
+  if (exact(method) && exact(config.sync.method)) return;
   if (method == config.sync.method && saved_replicas == replicas) return;
   throw ConfigError(fmt::format(
       "{} was written with sync.method = \"{}\" on {} replicas; this run has sync.method = "
@@ -171,6 +176,18 @@ void check_sync_record(const nlohmann::json& saved_state, const Config& config, 
 std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicator* dp, Model& model,
                                                std::shared_ptr<Store> store,
                                                std::function<void(const std::string&)> log) {
+  if (config.sync.method == "ps") {
+    BRIGADE_CHECK(store) << "parameter-server workers need the job's store";
+    return std::make_unique<PsWorker>(
+        model, optimizer_config(config.train),
+        PsWorkerOptions{.worker = dp ? dp->rank() : 0,
+                        .workers = dp ? dp->size() : 1,
+                        .servers = static_cast<int>(config.ps.servers),
+                        .consistency = parse_ps_consistency(config.ps.consistency),
+                        .timeout = std::chrono::milliseconds(
+                            static_cast<int64_t>(config.comm.timeout_s * 1000))},
+        *store);
+  }
   if (config.sync.method == "ddp" || !dp || dp->size() == 1) {
     const std::string wire = config.sync.method == "ddp"
                                  ? resolved_payload(config.sync, config.parallel)

@@ -62,6 +62,9 @@ class TrainEngine {
   virtual StepGradients compute_gradients(int64_t step) = 0;
   virtual void scale_grads(float scale) = 0;
   virtual void apply_update(float lr, int64_t updates) = 0;
+  // The loop skipped this step's update (non-finite, train.on_nonfinite = "skip"); updates: the
+  // count so far. Parameter servers still advance the step's clock.
+  virtual void skip_update(int64_t /*updates*/) {}
   // Adds the engine's own keys to a step's metrics record (rank 0 writes it); may run
   // collectives that belong to the step. applied: the update was applied; updates: the count so
   // far; last: the run's final step; loop_traffic: what the loop itself moved on the world
@@ -77,6 +80,9 @@ class TrainEngine {
   virtual EvalSums evaluate() = 0;
 
   // ---- Checkpoints ----
+  // Right before the pieces are copied for a save: brings them up to date where they live
+  // elsewhere (parameter servers own the parameters and optimizer state).
+  virtual void prepare_checkpoint() {}
   // This rank's state as pieces of the checkpoint's global tensors (fixed list, no copies).
   virtual std::vector<StatePiece> checkpoint_pieces() = 0;
   // Stored in the manifest (the layout that wrote it).

@@ -228,6 +228,7 @@ bool TrainingLoop::train_step(int64_t step) {
     }
     log_.info("{}; skipping this update (train.on_nonfinite = \"skip\")", what);
     ++skipped_;
+    engine_.skip_update(updates_);
     return false;
   }
   const TraceSpan span("compute", "update (clip, optimizer)");
@@ -272,6 +273,7 @@ void TrainingLoop::checkpoint(int64_t step, bool last) {
   state.extra["sampler"] = engine_.loader().sampler().state(step);
   state.extra["config"] = config_.to_toml();
   state.extra["provenance"] = provenance_;
+  engine_.prepare_checkpoint();
   const std::vector<SaveResult> done = ckpt_->save(state);
   progress_.interrupt();
   for (const SaveResult& r : done) report_save(r, last && r.step == step);

@@ -1,0 +1,130 @@
+#include "brigade/sync/ps/ps_message.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "brigade/tensor/rng.h"
+
+namespace brigade {
+
+const char* ps_type_name(PsType type) {
+  switch (type) {
+    case PsType::kInit:
+      return "init";
+    case PsType::kPush:
+      return "push";
+    case PsType::kApply:
+      return "apply";
+    case PsType::kPushApply:
+      return "push-apply";
+    case PsType::kPull:
+      return "pull";
+    case PsType::kStateGet:
+      return "state-get";
+    case PsType::kStop:
+      return "stop";
+    case PsType::kNorm:
+      return "norm";
+    case PsType::kParams:
+      return "params";
+    case PsType::kState:
+      return "state";
+    case PsType::kAck:
+      return "ack";
+  }
+  return "unknown";
+}
+
+namespace {
+
+bool known_type(uint32_t t) {
+  return (t >= static_cast<uint32_t>(PsType::kInit) && t <= static_cast<uint32_t>(PsType::kStop)) ||
+         (t >= static_cast<uint32_t>(PsType::kNorm) && t <= static_cast<uint32_t>(PsType::kAck));
+}
+
+}  // namespace
+
+void PsStalenessRecord::add(int64_t staleness) {
+  ++counts[static_cast<size_t>(std::clamp<int64_t>(staleness, 0, kBuckets - 1))];
+  max = std::max(max, staleness);
+  ++applied;
+}
+
+PsStalenessRecord& PsStalenessRecord::operator+=(const PsStalenessRecord& o) {
+  for (int i = 0; i < kBuckets; ++i)
+    counts[static_cast<size_t>(i)] += o.counts[static_cast<size_t>(i)];
+  max = std::max(max, o.max);
+  applied += o.applied;
+  return *this;
+}
+
+zmq::multipart_t encode_ps_message(const PsHeader& header, const float* payload,
+                                   const PsStalenessRecord* staleness) {
+  zmq::multipart_t frames;
+  frames.addmem(&header, sizeof header);
+  if (header.count > 0 || staleness) {
+    frames.addmem(payload, static_cast<size_t>(header.count) * sizeof(float));
+  }
+  if (staleness) frames.addmem(staleness, sizeof *staleness);
+  return frames;
+}
+
+std::optional<PsMessage> decode_ps_message(zmq::multipart_t&& frames, uint64_t expected_tag,
+                                           int64_t max_values, std::string* why) {
+  auto fail = [&](std::string reason) -> std::optional<PsMessage> {
+    *why = std::move(reason);
+    return std::nullopt;
+  };
+  if (frames.empty() || frames.size() > 3) {
+    return fail(fmt::format("{} frames (a message has 1 to 3)", frames.size()));
+  }
+  PsMessage m;
+  const zmq::message_t& head = frames[0];
+  if (head.size() != sizeof(PsHeader)) {
+    return fail(fmt::format("a header of {} bytes (expected {})", head.size(), sizeof(PsHeader)));
+  }
+  std::memcpy(&m.header, head.data(), sizeof(PsHeader));
+  const PsHeader& h = m.header;
+  if (h.magic != kPsMagic) return fail(fmt::format("bad magic 0x{:08x}", h.magic));
+  if (h.version != kPsVersion) {
+    return fail(fmt::format("protocol version {} (this build speaks {})", h.version, kPsVersion));
+  }
+  if (!known_type(h.type)) return fail(fmt::format("unknown message type {}", h.type));
+  if (h.run_tag != expected_tag) return fail("a message of another run (run tag differs)");
+  if (h.count < 0 || h.count > max_values) {
+    return fail(fmt::format("{} values (at most {} accepted)", h.count, max_values));
+  }
+  const size_t payload_frames = frames.size() - 1;
+  if (h.count > 0 && payload_frames == 0)
+    return fail(fmt::format("{} values but no payload", h.count));
+  if (payload_frames >= 1 && frames[1].size() != static_cast<size_t>(h.count) * sizeof(float)) {
+    return fail(fmt::format("a payload of {} bytes for {} values", frames[1].size(), h.count));
+  }
+  if (payload_frames == 2) {
+    if (static_cast<PsType>(h.type) != PsType::kParams ||
+        frames[2].size() != sizeof(PsStalenessRecord)) {
+      return fail("an unexpected third frame");
+    }
+    PsStalenessRecord r;
+    std::memcpy(&r, frames[2].data(), sizeof r);
+    m.staleness = r;
+  }
+  for (float lr_or_scale : {h.lr, h.scale}) {
+    if (!(lr_or_scale >= 0.0f && lr_or_scale <= 1e6f)) {
+      return fail(fmt::format("lr or scale {} outside [0, 1e6]", lr_or_scale));
+    }
+  }
+  if (h.clock < 0 || h.read_clock < 0 || h.updates < 0) return fail("a negative clock or count");
+  m.frames = std::move(frames);
+  // ZeroMQ allocates message bodies with malloc: aligned for float.
+  if (m.header.count > 0) m.payload = static_cast<const float*>(m.frames[1].data());
+  return m;
+}
+
+uint64_t ps_run_tag(const std::string& run_id) {
+  return hash_name(run_id);
+}
+
+}  // namespace brigade

@@ -1,0 +1,316 @@
+#include "brigade/sync/ps/ps_server.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "brigade/base/error.h"
+
+namespace brigade {
+
+PsConsistency parse_ps_consistency(const std::string& name) {
+  if (name == "ssp") return PsConsistency::kSsp;
+  if (name == "asp") return PsConsistency::kAsp;
+  return PsConsistency::kBsp;
+}
+
+ParameterServer::ParameterServer(const PsServerOptions& options, const ParamLayout& layout,
+                                 const OptimizerConfig& optimizer,
+                                 std::function<void(const std::string&)> log)
+    : options_(options),
+      n_(options.end - options.begin),
+      log_(std::move(log)),
+      optimizer_(make_optimizer(optimizer, layout, options.begin, options.end)),
+      state_(optimizer_->state_tensors()),
+      params_(static_cast<size_t>(n_)),
+      clock_(static_cast<size_t>(options.workers), 0),
+      pushed_open_(static_cast<size_t>(options.workers), 0),
+      applied_open_(static_cast<size_t>(options.workers), 0),
+      stopped_(static_cast<size_t>(options.workers), 0),
+      pending_pull_(static_cast<size_t>(options.workers), -1) {
+  if (options_.consistency == PsConsistency::kBsp) {
+    mean_.resize(static_cast<size_t>(n_));
+    pushed_.assign(static_cast<size_t>(options.workers),
+                   std::vector<float>(static_cast<size_t>(n_)));
+  }
+}
+
+int64_t ParameterServer::state_values() const {
+  return n_ * static_cast<int64_t>(1 + state_.size());
+}
+
+bool ParameterServer::done() const {
+  return std::all_of(stopped_.begin(), stopped_.end(), [](char s) { return s != 0; });
+}
+
+void ParameterServer::refuse(int worker, const std::string& why) {
+  ++refused_;
+  if (log_) log_(fmt::format("refused a message from worker {}: {}", worker, why));
+}
+
+PsHeader ParameterServer::reply_header(PsType type, int worker) const {
+  PsHeader h;
+  h.type = static_cast<uint32_t>(type);
+  h.worker = static_cast<uint32_t>(worker);
+  h.run_tag = options_.run_tag;
+  h.clock = completed_clock();
+  return h;
+}
+
+int64_t ParameterServer::completed_clock() const {
+  int64_t lowest = -1, highest = 0;
+  for (size_t w = 0; w < clock_.size(); ++w) {
+    highest = std::max(highest, clock_[w]);
+    if (!stopped_[w]) lowest = lowest < 0 ? clock_[w] : std::min(lowest, clock_[w]);
+  }
+  return lowest < 0 ? highest : lowest;
+}
+
+bool ParameterServer::pull_ready(int64_t clock) const {
+  if (!initialized_) return false;
+  switch (options_.consistency) {
+    case PsConsistency::kBsp:
+      return completed_clock() >= clock;
+    case PsConsistency::kSsp:
+      return completed_clock() >= clock - options_.staleness;
+    case PsConsistency::kAsp:
+      return true;
+  }
+  return false;
+}
+
+void ParameterServer::send_params(int worker, const Reply& reply) {
+  PsHeader h = reply_header(PsType::kParams, worker);
+  h.count = n_;
+  reply(worker, encode_ps_message(h, params_.data(), &staleness_));
+}
+
+void ParameterServer::answer_ready_pulls(const Reply& reply) {
+  for (size_t w = 0; w < pending_pull_.size(); ++w) {
+    if (pending_pull_[w] >= 0 && pull_ready(pending_pull_[w])) {
+      pending_pull_[w] = -1;
+      send_params(static_cast<int>(w), reply);
+    }
+  }
+}
+
+void ParameterServer::handle(int authenticated_worker, zmq::multipart_t&& frames,
+                             const Reply& reply) {
+  std::string why;
+  std::optional<PsMessage> m =
+      decode_ps_message(std::move(frames), options_.run_tag, state_values(), &why);
+  if (!m) return refuse(authenticated_worker, why);
+  const PsHeader& h = m->header;
+  if (h.worker >= static_cast<uint32_t>(options_.workers)) {
+    return refuse(authenticated_worker,
+                  fmt::format("worker {} of {} workers", h.worker, options_.workers));
+  }
+  if (static_cast<int>(h.worker) != authenticated_worker) {
+    return refuse(authenticated_worker,
+                  fmt::format("claims to be worker {} but authenticated as worker {}", h.worker,
+                              authenticated_worker));
+  }
+  if (stopped_[h.worker]) return refuse(authenticated_worker, "the worker has stopped");
+  switch (static_cast<PsType>(h.type)) {
+    case PsType::kInit:
+      return on_init(*m, reply);
+    case PsType::kPush:
+      return on_push(*m, reply);
+    case PsType::kApply:
+      return on_apply(*m, reply);
+    case PsType::kPushApply:
+      return on_push_apply(*m, reply);
+    case PsType::kPull:
+      return on_pull(*m, reply);
+    case PsType::kStateGet:
+      return on_state_get(*m, reply);
+    case PsType::kStop:
+      return on_stop(*m, reply);
+    default:
+      return refuse(authenticated_worker, fmt::format("a {} message, which only servers send",
+                                                      ps_type_name(static_cast<PsType>(h.type))));
+  }
+}
+
+void ParameterServer::on_init(const PsMessage& m, const Reply& reply) {
+  const int w = static_cast<int>(m.header.worker);
+  if (w != 0) return refuse(w, "init comes from worker 0 only");
+  if (initialized_) return refuse(w, "the server is already initialised");
+  if (m.header.count != state_values()) {
+    return refuse(
+        w, fmt::format("init of {} values (the range holds {})", m.header.count, state_values()));
+  }
+  std::memcpy(params_.data(), m.payload, static_cast<size_t>(n_) * sizeof(float));
+  for (size_t i = 0; i < state_.size(); ++i) {
+    std::memcpy(state_[i].data, m.payload + static_cast<int64_t>(i + 1) * n_,
+                static_cast<size_t>(n_) * sizeof(float));
+  }
+  initialized_ = true;
+  reply(w, encode_ps_message(reply_header(PsType::kAck, w), nullptr));
+  answer_ready_pulls(reply);
+}
+
+void ParameterServer::on_push(const PsMessage& m, const Reply& reply) {
+  const PsHeader& h = m.header;
+  const int w = static_cast<int>(h.worker);
+  if (options_.consistency != PsConsistency::kBsp) return refuse(w, "push is bsp's message");
+  if (!initialized_) return refuse(w, "a push before init");
+  if (h.clock != clock_[h.worker] || pushed_open_[h.worker]) {
+    return refuse(w, fmt::format("a push of clock {} (expected {})", h.clock, clock_[h.worker]));
+  }
+  if (h.count != n_)
+    return refuse(w, fmt::format("{} gradient values (the range has {})", h.count, n_));
+  std::memcpy(pushed_[h.worker].data(), m.payload, static_cast<size_t>(n_) * sizeof(float));
+  pushed_open_[h.worker] = 1;
+  if (!std::all_of(pushed_open_.begin(), pushed_open_.end(), [](char p) { return p != 0; })) return;
+  // The mean in worker order, so the result does not depend on arrival order.
+  const float inv = 1.0f / static_cast<float>(options_.workers);
+  std::copy(pushed_[0].begin(), pushed_[0].end(), mean_.begin());
+  for (size_t k = 1; k < pushed_.size(); ++k) {
+    const float* g = pushed_[k].data();
+    for (int64_t i = 0; i < n_; ++i) mean_[static_cast<size_t>(i)] += g[i];
+  }
+  double sum_squares = 0;
+  for (float& v : mean_) {
+    v *= inv;
+    sum_squares += static_cast<double>(v) * v;
+  }
+  for (int k = 0; k < options_.workers; ++k) {
+    PsHeader n = reply_header(PsType::kNorm, k);
+    n.clock = h.clock;
+    n.value = sum_squares;
+    reply(k, encode_ps_message(n, nullptr));
+  }
+}
+
+void ParameterServer::on_apply(const PsMessage& m, const Reply& reply) {
+  const PsHeader& h = m.header;
+  const int w = static_cast<int>(h.worker);
+  if (options_.consistency != PsConsistency::kBsp) return refuse(w, "apply is bsp's message");
+  if (h.clock != clock_[h.worker] || !pushed_open_[h.worker] || applied_open_[h.worker]) {
+    return refuse(w, fmt::format("an apply of clock {} out of order", h.clock));
+  }
+  if (!std::all_of(pushed_open_.begin(), pushed_open_.end(), [](char p) { return p != 0; })) {
+    return refuse(w, "an apply before every worker pushed");
+  }
+  const bool first =
+      std::none_of(applied_open_.begin(), applied_open_.end(), [](char a) { return a != 0; });
+  if (first) {
+    apply_ = h;
+  } else if (h.lr != apply_.lr || h.scale != apply_.scale || h.updates != apply_.updates ||
+             h.flags != apply_.flags) {
+    return refuse(w, fmt::format("its update (lr {}, scale {}, update {}, flags {}) differs from "
+                                 "worker {}'s",
+                                 h.lr, h.scale, h.updates, h.flags, apply_.worker));
+  }
+  applied_open_[h.worker] = 1;
+  if (!std::all_of(applied_open_.begin(), applied_open_.end(), [](char a) { return a != 0; })) {
+    return;
+  }
+  if (!(apply_.flags & kPsFlagSkip)) {
+    if (apply_.scale != 1.0f) {
+      for (float& v : mean_) v *= apply_.scale;
+    }
+    optimizer_->step(params_.data() - options_.begin, mean_.data() - options_.begin, options_.begin,
+                     options_.end, apply_.lr, apply_.updates);
+    staleness_.add(0);
+  }
+  for (size_t k = 0; k < clock_.size(); ++k) {
+    ++clock_[k];
+    pushed_open_[k] = applied_open_[k] = 0;
+  }
+  for (int k = 0; k < options_.workers; ++k) send_params(k, reply);
+}
+
+void ParameterServer::on_push_apply(const PsMessage& m, const Reply& reply) {
+  const PsHeader& h = m.header;
+  const int w = static_cast<int>(h.worker);
+  if (options_.consistency == PsConsistency::kBsp) return refuse(w, "bsp pushes then applies");
+  if (!initialized_) return refuse(w, "a push before init");
+  if (h.clock != clock_[h.worker]) {
+    return refuse(w, fmt::format("a push of clock {} (expected {})", h.clock, clock_[h.worker]));
+  }
+  if (h.read_clock > h.clock) {
+    return refuse(w,
+                  fmt::format("read at clock {}, after its own clock {}", h.read_clock, h.clock));
+  }
+  const bool skip = (h.flags & kPsFlagSkip) != 0;
+  if (h.count != (skip ? 0 : n_)) {
+    return refuse(w, fmt::format("{} gradient values (the range has {})", h.count, n_));
+  }
+  if (!skip) {
+    const int64_t staleness = h.clock - h.read_clock;
+    float lr = h.lr / static_cast<float>(options_.workers);
+    if (options_.staleness_lr && staleness > 1) lr /= static_cast<float>(staleness);
+    optimizer_->step(params_.data() - options_.begin, m.payload - options_.begin, options_.begin,
+                     options_.end, lr, h.updates);
+    staleness_.add(staleness);
+  }
+  // The pull of the next clock comes with the push, so that no other push can be applied
+  // between them: with staleness 0 every worker then reads exactly the clocks before its own.
+  pending_pull_[h.worker] = ++clock_[h.worker];
+  answer_ready_pulls(reply);
+}
+
+void ParameterServer::on_pull(const PsMessage& m, const Reply& reply) {
+  const PsHeader& h = m.header;
+  const int w = static_cast<int>(h.worker);
+  if (h.clock != clock_[h.worker]) {
+    return refuse(
+        w, fmt::format("a pull for clock {} (the worker is at {})", h.clock, clock_[h.worker]));
+  }
+  pending_pull_[h.worker] = h.clock;
+  answer_ready_pulls(reply);
+}
+
+void ParameterServer::on_state_get(const PsMessage& m, const Reply& reply) {
+  const int w = static_cast<int>(m.header.worker);
+  if (!initialized_) return refuse(w, "state requested before init");
+  std::vector<float> all(static_cast<size_t>(state_values()));
+  std::copy(params_.begin(), params_.end(), all.begin());
+  for (size_t i = 0; i < state_.size(); ++i) {
+    std::copy(state_[i].data, state_[i].data + n_, all.begin() + static_cast<int64_t>(i + 1) * n_);
+  }
+  PsHeader h = reply_header(PsType::kState, w);
+  h.count = state_values();
+  reply(w, encode_ps_message(h, all.data()));
+}
+
+void ParameterServer::on_stop(const PsMessage& m, const Reply& reply) {
+  stopped_[m.header.worker] = 1;
+  pending_pull_[m.header.worker] = -1;
+  answer_ready_pulls(reply);  // under ssp the others no longer wait for it
+}
+
+void ParameterServer::serve(PsServerSocket& socket) {
+  std::vector<zmq::message_t> identity(static_cast<size_t>(options_.workers));
+  std::vector<char> known(static_cast<size_t>(options_.workers), 0);
+  const Reply reply = [&](int worker, zmq::multipart_t&& frames) {
+    if (!known[static_cast<size_t>(worker)]) return;  // never heard from: nothing to answer
+    socket.send(identity[static_cast<size_t>(worker)], std::move(frames));
+  };
+  while (!done()) {
+    std::optional<PsServerSocket::Received> r = socket.receive(options_.timeout);
+    if (!r) {
+      std::string silent;
+      for (size_t w = 0; w < stopped_.size(); ++w) {
+        if (!stopped_[w]) silent += (silent.empty() ? "" : ", ") + std::to_string(w);
+      }
+      throw CommError(CommError::Kind::kTimeout,
+                      fmt::format("parameter server {}: no message from any worker for {} s "
+                                  "(workers still running: {})",
+                                  options_.index, options_.timeout.count() / 1000.0, silent));
+    }
+    if (r->worker < 0 || r->worker >= options_.workers) {
+      refuse(r->worker, "a connection without a worker's key");
+      continue;
+    }
+    const size_t w = static_cast<size_t>(r->worker);
+    identity[w].copy(r->identity);  // a reconnected worker has a new routing id
+    known[w] = 1;
+    handle(r->worker, std::move(r->frames), reply);
+  }
+}
+
+}  // namespace brigade

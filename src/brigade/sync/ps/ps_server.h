@@ -1,0 +1,113 @@
+#pragma once
+// One parameter server (sync/ps/): it owns the contiguous range [begin, end) of the flat
+// parameter buffer, its share of the optimizer state (train.optimizer, created for that range
+// only: no worker holds optimizer state), and the clocks of the workers.
+//
+// Consistency models (docs/parameter-servers.md):
+//   bsp  Every worker pushes clock c; when all have, the server averages them in worker order,
+//        answers each with the squared norm of the mean on its range (the workers sum those over
+//        servers into the global norm and agree on clipping and the non-finite decision, as DDP
+//        does), then applies the update the workers send (lr, clip scale, or skip) with one
+//        optimizer step and answers every worker with the new parameters. The arithmetic of
+//        DDP-SGD of the same global batch.
+//   ssp  Each push is applied on arrival, as one optimizer step with lr / N on that worker's
+//        gradient (N such steps move SGD as far as one BSP step); a pull for clock c is answered
+//        once every live worker has completed clock c - s (Ho et al., NIPS 2013), so no applied
+//        gradient was computed on parameters more than s clocks old.
+//   asp  As ssp without the wait.
+// Staleness of an update = its clock minus the clock every worker had completed when its
+// parameters were read; with ps.staleness_lr the step is further divided by max(1, staleness)
+// (Zhang et al., IJCAI 2016). Every applied update's staleness is recorded and sent with each
+// parameter reply, so the workers' metrics carry the server's record.
+//
+// A message that does not fit the server's state (a worker it does not know, a clock out of
+// order, a payload of the wrong size, a step before init) is refused with a logged reason and
+// changes nothing.
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "brigade/optim/optimizer.h"
+#include "brigade/sync/ps/ps_message.h"
+#include "brigade/sync/ps/ps_transport.h"
+
+namespace brigade {
+
+enum class PsConsistency { kBsp, kSsp, kAsp };
+// "bsp", "ssp", "asp" (validated config values).
+PsConsistency parse_ps_consistency(const std::string& name);
+
+struct PsServerOptions {
+  int index = 0;      // this server, 0..servers-1
+  int workers = 1;    // N
+  int64_t begin = 0;  // the flat range it owns
+  int64_t end = 0;
+  PsConsistency consistency = PsConsistency::kBsp;
+  int64_t staleness = 0;  // ssp: s
+  bool staleness_lr = false;
+  uint64_t run_tag = 0;
+  // A server that hears from no worker for this long gives up (CommError): every wait is
+  // bounded. comm.timeout_s.
+  std::chrono::milliseconds timeout = std::chrono::seconds(60);
+};
+
+class ParameterServer {
+ public:
+  ParameterServer(const PsServerOptions& options, const ParamLayout& layout,
+                  const OptimizerConfig& optimizer, std::function<void(const std::string&)> log);
+
+  // Serves until every worker has sent kStop. Throws CommError when no message arrives for
+  // options.timeout.
+  void serve(PsServerSocket& socket);
+
+  // What the server has applied (for its log and tests).
+  const PsStalenessRecord& staleness() const { return staleness_; }
+  int64_t refused() const { return refused_; }
+  int64_t state_values() const;  // parameters + optimizer state of the range
+
+  // One message (exposed for tests that drive a server without sockets). Replies go to
+  // reply(worker, frames).
+  using Reply = std::function<void(int worker, zmq::multipart_t&&)>;
+  void handle(int authenticated_worker, zmq::multipart_t&& frames, const Reply& reply);
+  bool done() const;
+
+ private:
+  void refuse(int worker, const std::string& why);
+  void on_init(const PsMessage& m, const Reply& reply);
+  void on_push(const PsMessage& m, const Reply& reply);
+  void on_apply(const PsMessage& m, const Reply& reply);
+  void on_push_apply(const PsMessage& m, const Reply& reply);
+  void on_pull(const PsMessage& m, const Reply& reply);
+  void on_state_get(const PsMessage& m, const Reply& reply);
+  void on_stop(const PsMessage& m, const Reply& reply);
+  // Clocks every live worker has completed.
+  int64_t completed_clock() const;
+  bool pull_ready(int64_t clock) const;
+  void answer_ready_pulls(const Reply& reply);
+  void send_params(int worker, const Reply& reply);
+  PsHeader reply_header(PsType type, int worker) const;
+
+  PsServerOptions options_;
+  int64_t n_;  // values in the range
+  std::function<void(const std::string&)> log_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<StateView> state_;  // the optimizer's buffers over the range
+  std::vector<float> params_;
+  std::vector<float> mean_;                 // bsp: the clock's mean gradient
+  std::vector<std::vector<float>> pushed_;  // bsp: each worker's gradient of the open clock
+  std::vector<int64_t> clock_;              // per worker: clocks completed (pushed and applied)
+  std::vector<char> pushed_open_;           // bsp: pushed the open clock
+  std::vector<char> applied_open_;          // bsp: sent kApply for the open clock
+  std::vector<char> stopped_;
+  std::vector<int64_t> pending_pull_;  // per worker: the clock it waits for, or -1
+  PsHeader apply_;                     // bsp: the open clock's kApply (the first one)
+  bool initialized_ = false;
+  PsStalenessRecord staleness_;
+  int64_t refused_ = 0;
+};
+
+}  // namespace brigade

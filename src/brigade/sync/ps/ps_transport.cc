@@ -1,0 +1,140 @@
+#include "brigade/sync/ps/ps_transport.h"
+
+#include <fmt/format.h>
+
+#include "brigade/base/error.h"
+
+namespace brigade {
+
+namespace {
+
+// ZAP (ZeroMQ RFC 27) is served on this inproc endpoint of the socket's context.
+constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
+constexpr const char* kZapDomain = "brigade-ps";
+
+std::string z85_of(const void* key32) {
+  char z85[41];
+  zmq_z85_encode(z85, static_cast<const uint8_t*>(key32), 32);
+  return std::string(z85, 40);
+}
+
+}  // namespace
+
+CurveKeyPair CurveKeyPair::generate() {
+  char pub[41], sec[41];
+  if (zmq_curve_keypair(pub, sec) != 0) {
+    throw IoError("ZeroMQ cannot create CURVE keys (libzmq built without libsodium?)");
+  }
+  return {.public_key = std::string(pub, 40), .secret_key = std::string(sec, 40)};
+}
+
+PsServerSocket::PsServerSocket(const CurveKeyPair& keys, std::map<std::string, int> allow,
+                               const std::string& bind_host, int64_t max_message_bytes,
+                               std::function<void(const std::string&)> log)
+    : zap_(context_, zmq::socket_type::rep),
+      router_(context_, zmq::socket_type::router),
+      allow_(std::move(allow)),
+      log_(std::move(log)) {
+  // The handler must be bound before the server socket accepts a CURVE handshake.
+  zap_.bind(kZapEndpoint);
+  zap_thread_ = std::thread([this] { run_zap(); });
+  router_.set(zmq::sockopt::curve_server, true);
+  router_.set(zmq::sockopt::curve_secretkey, keys.secret_key);
+  router_.set(zmq::sockopt::zap_domain, kZapDomain);
+  router_.set(zmq::sockopt::maxmsgsize, max_message_bytes);
+  router_.set(zmq::sockopt::linger, 0);
+  router_.set(zmq::sockopt::router_mandatory, true);
+  try {
+    router_.bind(fmt::format("tcp://{}:0", bind_host));
+  } catch (const zmq::error_t& e) {
+    stop_ = true;
+    zap_thread_.join();
+    throw ConfigError(fmt::format("ps.bind = \"{}\": a parameter server cannot bind there ({})",
+                                  bind_host, e.what()));
+  }
+  endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+}
+
+PsServerSocket::~PsServerSocket() {
+  stop_ = true;
+  if (zap_thread_.joinable()) zap_thread_.join();
+}
+
+// Answers each handshake's request: 200 with the worker index as user id for a key on the
+// allow-list, 400 otherwise (logged with the peer's address; the key itself is public, but the
+// log names only the address).
+void PsServerSocket::run_zap() {
+  while (!stop_) {
+    zmq::pollitem_t item{zap_.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
+    zmq::multipart_t request(zap_);
+    // version, request id, domain, address, identity, mechanism, credentials...
+    if (request.size() < 6) continue;
+    const std::string version = request[0].to_string();
+    const std::string request_id = request[1].to_string();
+    const std::string address = request[3].to_string();
+    const std::string mechanism = request[5].to_string();
+    std::string status = "400", text = "refused", user;
+    if (mechanism == "CURVE" && request.size() >= 7 && request[6].size() == 32) {
+      auto it = allow_.find(z85_of(request[6].data()));
+      if (it != allow_.end()) {
+        status = "200";
+        text = "OK";
+        user = std::to_string(it->second);
+      }
+    }
+    if (status != "200" && log_) {
+      log_(fmt::format("refused a connection from {}: {} key not on this job's allow-list", address,
+                       mechanism));
+    }
+    zmq::multipart_t reply;
+    reply.addstr(version);
+    reply.addstr(request_id);
+    reply.addstr(status);
+    reply.addstr(text);
+    reply.addstr(user);
+    reply.addstr("");  // metadata
+    reply.send(zap_);
+  }
+}
+
+std::optional<PsServerSocket::Received> PsServerSocket::receive(std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, timeout) == 0) return std::nullopt;
+  zmq::multipart_t all(router_);
+  Received r;
+  if (all.empty()) return std::nullopt;
+  r.identity = all.pop();
+  // The user id ZAP gave this connection: which worker's key it authenticated.
+  const char* user = all.empty() ? nullptr : all[0].gets("User-Id");
+  r.worker = user && *user ? std::atoi(user) : -1;
+  r.frames = std::move(all);
+  return r;
+}
+
+void PsServerSocket::send(const zmq::message_t& identity, zmq::multipart_t&& frames) {
+  frames.push(zmq::message_t(identity.data(), identity.size()));
+  frames.send(router_);
+}
+
+PsWorkerLink::PsWorkerLink(const CurveKeyPair& keys, const std::string& server_public_key,
+                           const std::string& endpoint)
+    : dealer_(context_, zmq::socket_type::dealer), endpoint_(endpoint) {
+  dealer_.set(zmq::sockopt::curve_serverkey, server_public_key);
+  dealer_.set(zmq::sockopt::curve_publickey, keys.public_key);
+  dealer_.set(zmq::sockopt::curve_secretkey, keys.secret_key);
+  dealer_.set(zmq::sockopt::linger, 2000);  // a final stop still leaves on close
+  dealer_.connect(endpoint);
+}
+
+void PsWorkerLink::send(zmq::multipart_t&& frames) {
+  frames.send(dealer_);
+}
+
+std::optional<zmq::multipart_t> PsWorkerLink::receive(std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item{dealer_.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, timeout) == 0) return std::nullopt;
+  return zmq::multipart_t(dealer_);
+}
+
+}  // namespace brigade

@@ -1,0 +1,102 @@
+#pragma once
+// A parameter-server worker as the DpStrategy (parallel/dp_strategy.h) the data-parallel engine
+// drives: gradients stay on the worker until step(); parameters come from the servers, which
+// own them and the optimizer (ps_server.h). One step:
+//
+//   bsp  finish_gradients()  push each server its range; wait for the squared norms of the
+//                            mean gradient (the global norm is their sum, the same on every
+//                            worker, so clipping and the non-finite decision are DDP's)
+//        step(lr, t)         apply: lr, the clip scale, t; wait for the new parameters
+//   ssp/asp
+//        finish_gradients()  nothing: the norm is this worker's own (steps are independent)
+//        step(lr, t)         push the (clipped) gradient, applied on arrival; pull the
+//                            parameters for the next clock, which the servers answer once the
+//                            staleness bound allows (asp: at once)
+//
+// Checkpoints. Worker 0 alone declares the pieces (every parameter whole and the optimizer state
+// per tensor, the layout DDP saves, so a PS checkpoint resumes as DDP and the reverse); before
+// a save, prepare_checkpoint() fetches them from the servers into the model's parameters and a
+// staging optimizer's buffers, which otherwise sit idle. On start worker 0 sends the servers the
+// initial or restored parameters and state; every worker then pulls clock 0. Under bsp a save
+// sees exactly the state after the saved step (no clock applies until worker 0 pushes again);
+// under ssp/asp it is the servers' state of that moment.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "brigade/comm/comm_stats.h"
+#include "brigade/comm/store.h"
+#include "brigade/model/model.h"
+#include "brigade/parallel/dp_strategy.h"
+#include "brigade/sync/ps/ps_message.h"
+#include "brigade/sync/ps/ps_server.h"
+#include "brigade/sync/ps/ps_transport.h"
+
+namespace brigade {
+
+struct PsWorkerOptions {
+  int worker = 0;   // this worker, 0..workers-1
+  int workers = 1;  // N
+  int servers = 1;  // S
+  PsConsistency consistency = PsConsistency::kBsp;
+  std::chrono::milliseconds timeout = std::chrono::seconds(60);  // every wait for a server
+};
+
+class PsWorker : public DpStrategy {
+ public:
+  // Rendezvous through store (ps_rendezvous.h) and connects to every server.
+  PsWorker(Model& model, const OptimizerConfig& optimizer, const PsWorkerOptions& options,
+           Store& store);
+  // Tells the servers this worker is done.
+  ~PsWorker() override;
+
+  int zero_stage() const override { return 0; }
+  Optimizer& optimizer() override;
+  void start_step() override { model_.zero_grads(); }
+  void before_backward(bool) override {}
+  double finish_gradients() override;
+  double grad_sum_squares() override { return sum_squares_; }
+  void scale_grads(float scale) override;
+  void step(float lr, int64_t step) override;
+  // A skipped update (non-finite under train.on_nonfinite = "skip"): the clock still advances.
+  void skip_step(int64_t updates);
+  // Worker 0: fetches the servers' parameters and optimizer state for the pieces below.
+  void prepare_checkpoint();
+  std::vector<StatePiece> checkpoint_pieces() override;
+  void after_restore(bool resumed) override;
+
+  // Whether workers step without waiting for each other (ssp, asp).
+  bool independent_steps() const { return options_.consistency != PsConsistency::kBsp; }
+  CommStats& stats() { return stats_; }
+  // The servers' staleness record as of the last parameter reply (server 0's; every server
+  // applies the same updates).
+  const PsStalenessRecord& staleness() const { return staleness_; }
+
+ private:
+  PsHeader header(PsType type) const;
+  // Waits for server k's next message, which must be of type `type` (CommError otherwise).
+  PsMessage receive(int k, PsType type);
+  void send(int k, const PsHeader& h, const float* payload);
+  void pull_params();  // kParams from every server into the model's parameters
+  void push_apply(float lr, int64_t updates, bool skip);
+  void apply(float lr, int64_t updates, bool skip);
+
+  Model& model_;
+  PsWorkerOptions options_;
+  CurveKeyPair keys_;
+  uint64_t run_tag_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> ranges_;
+  std::vector<std::unique_ptr<PsWorkerLink>> links_;
+  std::unique_ptr<Optimizer> staging_;  // worker 0: the servers' state, copied for checkpoints
+  CommStats stats_;
+  int64_t clock_ = 0;       // this invocation's steps taken (applied or skipped)
+  int64_t read_clock_ = 0;  // ssp/asp: the clock the current parameters were read at
+  double sum_squares_ = 0;
+  float scale_ = 1.0f;
+  PsStalenessRecord staleness_;
+};
+
+}  // namespace brigade

@@ -1,0 +1,91 @@
+#include "brigade/train/ps_roles.h"
+
+#include <fmt/format.h>
+
+#include "brigade/base/error.h"
+#include "brigade/comm/comm_factory.h"
+#include "brigade/monitor/log.h"
+#include "brigade/sync/ps/ps_rendezvous.h"
+#include "brigade/sync/ps/ps_server.h"
+#include "brigade/train/dp_engine.h"
+#include "brigade/train/model_factory.h"
+#include "brigade/train/training_loop.h"
+
+namespace brigade {
+
+namespace {
+
+int serve_parameters(const Config& config, ProcessGroup& group, int workers) {
+  const int index = group.rank() - workers;
+  Log log(group.rank());
+  const std::unique_ptr<Model> model = make_model(config.model, 1, false);
+  const auto [begin, end] = ps_server_range(model->num_params(), group.size() - workers, index);
+  Store& store = *group.world_options.store;
+  uint64_t run_tag = 0;
+  std::map<std::string, int> allow = ps_worker_keys(store, workers, &run_tag);
+  const PsServerOptions options{
+      .index = index,
+      .workers = workers,
+      .begin = begin,
+      .end = end,
+      .consistency = parse_ps_consistency(config.ps.consistency),
+      .staleness = config.ps.staleness,
+      .staleness_lr = config.ps.staleness_lr,
+      .run_tag = run_tag,
+      // Workers may legitimately be silent for longer than one collective's wait (loading data,
+      // a validation pass, a checkpoint): the server's own bound is ten of them.
+      .timeout = std::chrono::milliseconds(static_cast<int64_t>(config.comm.timeout_s * 10000))};
+  auto log_line = [&log](const std::string& line) { log.line(line); };
+  ParameterServer server(options, model->layout(), optimizer_config(config.train), log_line);
+  const CurveKeyPair keys = CurveKeyPair::generate();
+  const std::string host = config.ps.bind.empty() ? config.comm.host : config.ps.bind;
+  // The largest message is init: the range's parameters and optimizer state.
+  PsServerSocket socket(keys, std::move(allow), host, server.state_values() * 4 + 4096, log_line);
+  ps_publish_server(store, index, {.endpoint = socket.endpoint(), .public_key = keys.public_key});
+  log.info("parameter server {} of {}: elements [{}, {}) of {}, {}, {} workers, at {}", index,
+           group.size() - workers, begin, end, model->num_params(), config.ps.consistency, workers,
+           socket.endpoint());
+  server.serve(socket);
+  const PsStalenessRecord& r = server.staleness();
+  std::string counts;
+  for (int64_t c : r.counts) counts += (counts.empty() ? "" : " ") + std::to_string(c);
+  log.info(
+      "parameter server {}: {} updates applied, staleness max {} (counts of 0..15+: {}); {} "
+      "messages refused",
+      index, r.applied, r.max, counts, server.refused());
+  return 0;
+}
+
+}  // namespace
+
+int ps_workers(const Config& config, int world) {
+  const int64_t workers = world - config.ps.servers;
+  if (workers < 1) {
+    throw ConfigError(
+        fmt::format("ps.servers = {}: the job has {} process(es), so none would be "
+                    "left to train; use at most {} servers or start more processes",
+                    config.ps.servers, world, world - 1));
+  }
+  return static_cast<int>(workers);
+}
+
+int train_with_parameter_servers(const Config& config, ProcessGroup group) {
+  const int workers = ps_workers(config, group.size());
+  if (group.rank() >= workers) return serve_parameters(config, group, workers);
+  // The workers' own group: the loop's collectives (loss, evaluation, checkpoints) must not
+  // wait for servers, which run no loop.
+  ProcessGroup worker_group;
+  worker_group.env = group.env;
+  worker_group.env.world_size = workers;
+  worker_group.world_options = group.world_options;
+  worker_group.world_options.size = workers;
+  worker_group.world_options.group_name = "workers";
+  worker_group.world_options.store_prefix = "workers";
+  if (workers > 1) worker_group.world = create_communicator(worker_group.world_options);
+  worker_group.heartbeat = std::move(group.heartbeat);
+  TrainContext ctx(config, worker_group);
+  std::unique_ptr<TrainEngine> engine = make_dp_engine(ctx, dp_degree(config, worker_group));
+  return run_training(ctx, *engine);
+}
+
+}  // namespace brigade

@@ -1,0 +1,300 @@
+// One parameter server driven message by message (no sockets): BSP's update against a naive
+// mean-then-SGD-with-momentum reference, SSP's pull rule and staleness record, ASP, and the
+// refusal of every message that does not fit the server's state (the state is read back
+// afterwards and must be unchanged). The wire checks of decode_ps_message are tested here too.
+#include "brigade/sync/ps/ps_server.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "brigade/model/param_spec.h"
+#include "brigade/tensor/rng.h"
+
+namespace brigade {
+namespace {
+
+constexpr uint64_t kTag = 0xfeedbeefcafe1234ull;
+
+ParamLayout layout() {
+  ParamLayout l;
+  l.add({.name = "w", .shape = {4, 5}, .weight_decay = true});
+  l.add({.name = "b", .shape = {7}, .weight_decay = false});
+  return l;
+}
+
+std::vector<float> random_vector(int64_t n, uint64_t key) {
+  std::vector<float> v(static_cast<size_t>(n));
+  fill_normal(v.data(), n, 0.0f, 1.0f, 99, key);
+  return v;
+}
+
+// A server over [begin, end) of layout() with SGD (momentum 0.9, weight decay 0.1), and the
+// replies it sent, decoded, per worker.
+class Server {
+ public:
+  Server(PsConsistency consistency, int workers, int64_t begin, int64_t end, int64_t staleness = 0)
+      : begin_(begin),
+        end_(end),
+        server_(PsServerOptions{.index = 0,
+                                .workers = workers,
+                                .begin = begin,
+                                .end = end,
+                                .consistency = consistency,
+                                .staleness = staleness,
+                                .run_tag = kTag},
+                layout(), OptimizerConfig{.name = "sgd", .weight_decay = 0.1f, .momentum = 0.9f},
+                [this](const std::string& line) { log_.push_back(line); }) {}
+
+  void send(int worker, PsType type, int64_t clock, const std::vector<float>& payload = {},
+            float lr = 0, int64_t updates = 0, uint32_t flags = 0, int64_t read_clock = 0,
+            float scale = 1) {
+    PsHeader h;
+    h.type = static_cast<uint32_t>(type);
+    h.worker = static_cast<uint32_t>(worker);
+    h.run_tag = kTag;
+    h.clock = clock;
+    h.read_clock = read_clock;
+    h.lr = lr;
+    h.scale = scale;
+    h.updates = updates;
+    h.flags = flags;
+    h.count = static_cast<int64_t>(payload.size());
+    server_.handle(worker, encode_ps_message(h, payload.data()), reply());
+  }
+  void send_frames(int worker, zmq::multipart_t&& frames) {
+    server_.handle(worker, std::move(frames), reply());
+  }
+  ParameterServer::Reply reply() {
+    return [this](int worker, zmq::multipart_t&& frames) {
+      std::string why;
+      auto m = decode_ps_message(std::move(frames), kTag, 1 << 20, &why);
+      ASSERT_TRUE(m) << why;
+      replies_[worker].push_back(std::move(*m));
+    };
+  }
+  // Parameters and momentum as the server holds them (through kStateGet).
+  std::vector<float> state() {
+    send(0, PsType::kStateGet, 0);
+    PsMessage m = std::move(replies_[0].back());
+    replies_[0].pop_back();
+    EXPECT_EQ(m.header.type, static_cast<uint32_t>(PsType::kState));
+    return std::vector<float>(m.payload, m.payload + m.header.count);
+  }
+  std::vector<PsMessage>& replies(int worker) { return replies_[worker]; }
+  ParameterServer& server() { return server_; }
+  const std::vector<std::string>& log() const { return log_; }
+  int64_t n() const { return end_ - begin_; }
+
+ private:
+  int64_t begin_, end_;
+  std::vector<std::string> log_;
+  std::map<int, std::vector<PsMessage>> replies_;
+  ParameterServer server_;
+};
+
+// SGD with momentum and L2 weight decay, the textbook loop over the mean gradient.
+void naive_sgd(std::vector<float>& p, std::vector<float>& m, const std::vector<float>& g,
+               int64_t begin, float lr) {
+  const ParamLayout l = layout();
+  for (size_t i = 0; i < p.size(); ++i) {
+    const int64_t flat = begin + static_cast<int64_t>(i);
+    const bool decay = flat < l.at("w").numel;
+    const float grad = g[i] + (decay ? 0.1f * p[i] : 0.0f);
+    m[i] = 0.9f * m[i] + grad;
+    p[i] -= lr * m[i];
+  }
+}
+
+TEST(ParameterServer, BspAppliesTheMeanOfEveryWorkerOnce) {
+  const int64_t begin = 9, end = 27;  // cuts through both tensors
+  Server s(PsConsistency::kBsp, 3, begin, end);
+  const int64_t n = s.n();
+  std::vector<float> params = random_vector(n, 1), momentum(static_cast<size_t>(n), 0.0f);
+  std::vector<float> init = params;
+  init.insert(init.end(), momentum.begin(), momentum.end());
+  s.send(0, PsType::kInit, 0, init);
+  ASSERT_EQ(s.replies(0).size(), 1u);
+  EXPECT_EQ(s.replies(0)[0].header.type, static_cast<uint32_t>(PsType::kAck));
+  for (int64_t clock = 0; clock < 3; ++clock) {
+    std::vector<std::vector<float>> g;
+    std::vector<float> mean(static_cast<size_t>(n), 0.0f);
+    for (int w = 0; w < 3; ++w) {
+      g.push_back(random_vector(n, 100 + static_cast<uint64_t>(clock * 3 + w)));
+      for (size_t i = 0; i < mean.size(); ++i) mean[i] += g.back()[i] / 3.0f;
+    }
+    for (int w : {2, 0, 1}) s.send(w, PsType::kPush, clock, g[static_cast<size_t>(w)]);
+    double expected_sq = 0;
+    for (float v : mean) expected_sq += static_cast<double>(v) * v;
+    for (int w = 0; w < 3; ++w) {
+      ASSERT_FALSE(s.replies(w).empty());
+      const PsMessage& norm = s.replies(w).back();
+      EXPECT_EQ(norm.header.type, static_cast<uint32_t>(PsType::kNorm));
+      EXPECT_NEAR(norm.header.value, expected_sq, 1e-5 * expected_sq);
+    }
+    const float lr = 0.05f * static_cast<float>(clock + 1), scale = 0.5f;
+    for (int w = 0; w < 3; ++w) s.send(w, PsType::kApply, clock, {}, lr, clock + 1, 0, 0, scale);
+    for (float& v : mean) v *= scale;
+    naive_sgd(params, momentum, mean, begin, lr);
+    for (int w = 0; w < 3; ++w) {
+      const PsMessage& p = s.replies(w).back();
+      ASSERT_EQ(p.header.type, static_cast<uint32_t>(PsType::kParams));
+      EXPECT_EQ(p.header.clock, clock + 1);
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_NEAR(p.payload[i], params[static_cast<size_t>(i)], 1e-5f) << "clock " << clock;
+      }
+    }
+  }
+  EXPECT_EQ(s.server().staleness().applied, 3);
+  EXPECT_EQ(s.server().staleness().max, 0);
+  EXPECT_EQ(s.server().refused(), 0);
+}
+
+TEST(ParameterServer, BspSkipAdvancesTheClockWithoutAnUpdate) {
+  Server s(PsConsistency::kBsp, 2, 0, 27);
+  const std::vector<float> before = random_vector(2 * 27, 3);
+  s.send(0, PsType::kInit, 0, before);
+  for (int w = 0; w < 2; ++w) s.send(w, PsType::kPush, 0, random_vector(27, 4));
+  for (int w = 0; w < 2; ++w) s.send(w, PsType::kApply, 0, {}, 0.1f, 1, kPsFlagSkip);
+  EXPECT_EQ(s.replies(1).back().header.clock, 1);
+  EXPECT_EQ(s.state(), before);
+  EXPECT_EQ(s.server().staleness().applied, 0);
+}
+
+TEST(ParameterServer, SspAnswersAPullOnlyWithinTheStalenessBound) {
+  Server s(PsConsistency::kSsp, 2, 0, 27, /*staleness=*/1);
+  s.send(0, PsType::kInit, 0, std::vector<float>(2 * 27, 0.5f));
+  s.replies(0).clear();
+  s.send(0, PsType::kPull, 0);
+  s.send(1, PsType::kPull, 0);
+  ASSERT_EQ(s.replies(0).size(), 1u);
+  ASSERT_EQ(s.replies(1).size(), 1u);
+  const std::vector<float> g(27, 1.0f);
+  // Worker 0 runs ahead: its pushes of clocks 0 and 1 carry the pull of clocks 1 and 2. Clock 1
+  // is within the bound (every worker has completed clock 0 >= 1 - 1), clock 2 is not.
+  s.send(0, PsType::kPushApply, 0, g, 0.1f, 1, 0, /*read_clock=*/0);
+  EXPECT_EQ(s.replies(0).size(), 2u);
+  s.send(0, PsType::kPushApply, 1, g, 0.1f, 2, 0, s.replies(0).back().header.clock);
+  EXPECT_EQ(s.replies(0).size(), 2u) << "a pull two clocks ahead of worker 1 must wait";
+  // Worker 1 completes clock 0: worker 0's pull of clock 2 is now answered.
+  s.send(1, PsType::kPushApply, 0, g, 0.1f, 1, 0, 0);
+  EXPECT_EQ(s.replies(0).size(), 3u);
+  EXPECT_EQ(s.replies(0).back().header.clock, 1);
+  // Staleness: worker 0's clock-1 push read at 0 (stale by 1); the others were fresh.
+  const PsStalenessRecord& r = s.server().staleness();
+  EXPECT_EQ(r.applied, 3);
+  EXPECT_EQ(r.max, 1);
+  EXPECT_EQ(r.counts[0], 2);
+  EXPECT_EQ(r.counts[1], 1);
+  // Each push is one SGD step with lr / N: three pushes of 1 moved every value by 3 x 0.05 x ...
+  std::vector<float> p(27, 0.5f), m(27, 0.5f);
+  for (int k = 0; k < 3; ++k) naive_sgd(p, m, g, 0, 0.05f);
+  const std::vector<float> state = s.state();
+  for (size_t i = 0; i < 27; ++i) EXPECT_NEAR(state[i], p[i], 1e-6f);
+}
+
+TEST(ParameterServer, AspNeverWaits) {
+  Server s(PsConsistency::kAsp, 2, 0, 27);
+  s.send(0, PsType::kInit, 0, std::vector<float>(2 * 27, 0.0f));
+  const std::vector<float> g(27, 1.0f);
+  for (int64_t c = 0; c < 5; ++c) s.send(0, PsType::kPushApply, c, g, 0.1f, c + 1, 0, 0);
+  EXPECT_EQ(s.replies(0).size(), 6u);  // ack + 5 pulls, worker 1 never pushed
+  EXPECT_EQ(s.server().staleness().max, 4);
+}
+
+TEST(ParameterServer, RefusesWhatDoesNotFitAndChangesNothing) {
+  Server s(PsConsistency::kBsp, 2, 0, 27);
+  s.send(0, PsType::kPush, 0, std::vector<float>(27, 1.0f));  // before init
+  const std::vector<float> init = random_vector(2 * 27, 5);
+  s.send(1, PsType::kInit, 0, init);                          // init from another worker than 0
+  s.send(0, PsType::kInit, 0, std::vector<float>(10, 1.0f));  // wrong size
+  EXPECT_EQ(s.server().refused(), 3);
+  s.send(0, PsType::kInit, 0, init);
+  s.send(0, PsType::kInit, 0, init);                                        // twice
+  s.send(0, PsType::kPush, 3, std::vector<float>(27, 1.0f));                // clock out of order
+  s.send(0, PsType::kPush, 0, std::vector<float>(26, 1.0f));                // wrong range size
+  s.send(0, PsType::kPushApply, 0, std::vector<float>(27, 1.0f), 0.1f, 1);  // ssp's message
+  s.send(0, PsType::kApply, 0, {}, 0.1f, 1);  // apply before every push
+  s.send(0, PsType::kNorm, 0);                // a server's message
+  // A worker claiming another's identity, and an unknown worker.
+  PsHeader h;
+  h.type = static_cast<uint32_t>(PsType::kPull);
+  h.worker = 1;
+  h.run_tag = kTag;
+  s.send_frames(0, encode_ps_message(h, nullptr));
+  h.worker = 7;
+  s.send_frames(7, encode_ps_message(h, nullptr));
+  // Another run's message.
+  h.worker = 0;
+  h.run_tag = kTag + 1;
+  s.send_frames(0, encode_ps_message(h, nullptr));
+  EXPECT_EQ(s.server().refused(), 12);
+  // Two workers that disagree on the update: the second apply is refused.
+  for (int w = 0; w < 2; ++w) s.send(w, PsType::kPush, 0, std::vector<float>(27, 1.0f));
+  s.send(0, PsType::kApply, 0, {}, 0.1f, 1);
+  s.send(1, PsType::kApply, 0, {}, 0.2f, 1);
+  EXPECT_EQ(s.server().refused(), 13);
+  EXPECT_EQ(s.state(), init);
+  EXPECT_EQ(s.log().size(), 13u);
+  EXPECT_NE(s.log().back().find("differs from worker 0"), std::string::npos) << s.log().back();
+}
+
+TEST(PsMessage, MalformedFramesAreRefusedWithAReason) {
+  PsHeader h;
+  h.type = static_cast<uint32_t>(PsType::kPush);
+  h.run_tag = kTag;
+  h.count = 4;
+  const std::vector<float> v = {1, 2, 3, 4};
+  struct Case {
+    const char* expect;
+    zmq::multipart_t frames;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"0 frames", zmq::multipart_t()});
+  {
+    zmq::multipart_t f;
+    f.addmem(&h, 10);
+    cases.push_back({"header of 10 bytes", std::move(f)});
+  }
+  auto with = [&](auto mutate) {
+    PsHeader x = h;
+    mutate(x);
+    return encode_ps_message(x, v.data());
+  };
+  cases.push_back({"bad magic", with([](PsHeader& x) { x.magic = 0; })});
+  cases.push_back({"protocol version 9", with([](PsHeader& x) { x.version = 9; })});
+  cases.push_back({"unknown message type 12", with([](PsHeader& x) { x.type = 12; })});
+  cases.push_back({"another run", with([](PsHeader& x) { x.run_tag = 1; })});
+  cases.push_back({"at most 8 accepted", with([](PsHeader& x) { x.count = 9; })});
+  cases.push_back({"lr or scale", with([](PsHeader& x) { x.lr = std::nanf(""); })});
+  cases.push_back({"negative clock", with([](PsHeader& x) { x.clock = -1; })});
+  {
+    zmq::multipart_t f = encode_ps_message(h, v.data());
+    f.addmem(v.data(), 3);  // a third frame on a push
+    cases.push_back({"unexpected third frame", std::move(f)});
+  }
+  {
+    PsHeader x = h;
+    x.count = 3;
+    zmq::multipart_t f;
+    f.addmem(&x, sizeof x);
+    f.addmem(v.data(), 16);
+    cases.push_back({"payload of 16 bytes for 3 values", std::move(f)});
+  }
+  for (Case& c : cases) {
+    std::string why;
+    EXPECT_FALSE(decode_ps_message(std::move(c.frames), kTag, 8, &why)) << c.expect;
+    EXPECT_NE(why.find(c.expect), std::string::npos)
+        << "expected '" << c.expect << "', got '" << why << "'";
+  }
+  std::string why;
+  auto ok = decode_ps_message(encode_ps_message(h, v.data()), kTag, 8, &why);
+  ASSERT_TRUE(ok) << why;
+  EXPECT_EQ(std::vector<float>(ok->payload, ok->payload + 4), v);
+}
+
+}  // namespace
+}  // namespace brigade

@@ -1,0 +1,212 @@
+// Parameter servers end to end through `brigade launch` (sync.method = "ps"): the last
+// ps.servers processes serve, the others train.
+//
+//   BSP equals DDP-SGD of the same global batch: N = 1, 2 and 4 workers with S = 1 or 2
+//   servers, SGD with momentum and AdamW, clipping on: every step's loss and gradient norm, the
+//   final validation loss, and the final checkpoint's weights and optimizer state within 1e-5
+//   relative of DDP on N ranks (itself equal to one process, tests/parallel/).
+//   SSP with staleness 0 equals BSP (plain SGD, where N pushes of lr / N are one BSP step).
+//   SSP with a slowed worker applies no update staler than the bound (the server's record in
+//   the metrics) and some at the bound; ASP trains the tiny GPT down.
+//   Stop and resume under BSP equals the uninterrupted run bitwise, and a PS checkpoint
+//   resumes as DDP.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/checkpoint_tensors.h"
+#include "common/metrics_records.h"
+#include "common/run_command.h"
+#include "common/tiny_gpt_config.h"
+
+namespace brigade {
+namespace {
+
+using testing::make_temp_dir;
+using testing::run_command;
+
+constexpr int kSteps = 8;
+
+struct RunResult {
+  std::vector<double> loss, norm;
+  double val_loss = 0;
+  std::vector<nlohmann::json> train;
+  std::string checkpoints;
+};
+
+class ParameterServers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = make_temp_dir("ps");
+    config_ = dir_ + "/tiny.toml";
+    std::ofstream(config_) << testing::tiny_gpt_config({{"train.steps", std::to_string(kSteps)},
+                                                        {"train.micro_batch", "2"},
+                                                        {"train.grad_accum", "2"},
+                                                        {"train.grad_clip", "0.5"},
+                                                        {"train.log_every", "1"}});
+  }
+
+  RunResult run(const std::string& name, int nproc, const std::string& extra,
+                const std::string& env = "", int expect_exit = 0) {
+    const std::string cmd = env + std::string(BRIGADE_BINARY) + " launch --nproc " +
+                            std::to_string(nproc) + " -- train " + config_ +
+                            " --set run.out_dir=" + dir_ + "/" + name + " " + extra;
+    const auto r = run_command(cmd, 240);
+    EXPECT_EQ(r.exit_code, expect_exit) << cmd << "\n" << r.output;
+    RunResult out;
+    const std::string folder = dir_ + "/" + name + "/tiny";
+    out.train = testing::metrics_records(folder + "/metrics.jsonl", "train");
+    for (const auto& j : out.train) {
+      out.loss.push_back(j["loss"].get<double>());
+      out.norm.push_back(j["grad_norm"].get<double>());
+    }
+    const auto evals = testing::metrics_records(folder + "/metrics.jsonl", "eval");
+    if (!evals.empty()) out.val_loss = evals.back()["val_loss"].get<double>();
+    out.checkpoints = folder + "/checkpoints";
+    return out;
+  }
+
+  static std::string step_dir(const RunResult& r, int step) {
+    char name[32];
+    std::snprintf(name, sizeof name, "/step_%08d", step);
+    return r.checkpoints + name;
+  }
+
+  static void expect_close(const std::vector<double>& a, const std::vector<double>& b, double rel,
+                           const std::string& what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_NEAR(a[i], b[i], rel * std::max(1.0, std::abs(b[i]))) << what << " at step " << i + 1;
+    }
+  }
+
+  static void expect_same_checkpoint(const std::string& a, const std::string& b, double rel) {
+    for (auto part : {testing::CkptPart::kModel, testing::CkptPart::kState}) {
+      const auto ta = testing::read_checkpoint(a, part), tb = testing::read_checkpoint(b, part);
+      ASSERT_EQ(ta.size(), tb.size());
+      if (part == testing::CkptPart::kModel)
+        ASSERT_FALSE(ta.empty());  // SGD without momentum: no state
+      for (const auto& [name, t] : tb) {
+        ASSERT_TRUE(ta.count(name)) << name;
+        const auto& x = ta.at(name).data;
+        ASSERT_EQ(x.size(), t.data.size()) << name;
+        // Relative L2 error per tensor: AdamW moves an element whose gradient is at rounding
+        // level by up to lr per step either way, so single elements may differ by more than
+        // their sums' rounding (the servers add worker gradients in worker order, Gloo's ring
+        // in its own); the tensor as a whole may not.
+        double diff = 0, norm = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+          const double d = static_cast<double>(x[i]) - t.data[i];
+          diff += d * d;
+          norm += static_cast<double>(t.data[i]) * t.data[i];
+        }
+        EXPECT_LE(std::sqrt(diff), rel * std::max(std::sqrt(norm), 1e-6)) << name;
+      }
+    }
+  }
+
+  std::string dir_, config_;
+};
+
+TEST_F(ParameterServers, BspEqualsDdpOfTheSameGlobalBatch) {
+  struct Case {
+    int workers, servers;
+    const char* optimizer;
+  };
+  for (const Case c :
+       {Case{1, 1, "sgd"}, Case{2, 1, "adamw"}, Case{2, 2, "sgd"}, Case{4, 1, "adamw"}}) {
+    const std::string tag =
+        std::to_string(c.workers) + "w" + std::to_string(c.servers) + "s-" + c.optimizer;
+    SCOPED_TRACE(tag);
+    const std::string opt = std::string(" --set train.optimizer=") + c.optimizer;
+    const RunResult ddp = run("ddp-" + tag, c.workers, opt);
+    const RunResult ps =
+        run("ps-" + tag, c.workers + c.servers,
+            opt + " --set sync.method=ps --set ps.servers=" + std::to_string(c.servers));
+    ASSERT_EQ(ps.loss.size(), static_cast<size_t>(kSteps));
+    expect_close(ps.loss, ddp.loss, 1e-5, "loss");
+    expect_close(ps.norm, ddp.norm, 1e-5, "grad norm");
+    EXPECT_NEAR(ps.val_loss, ddp.val_loss, 1e-5 * ddp.val_loss);
+    // AdamW divides by the root of the second moment, so a gradient that is zero up to rounding
+    // (the attention key bias: softmax does not see it) moves by lr-sized steps of either
+    // sign, whichever order the workers' gradients were summed in; SGD keeps such noise tiny.
+    expect_same_checkpoint(step_dir(ps, kSteps), step_dir(ddp, kSteps),
+                           std::string(c.optimizer) == "sgd" ? 1e-5 : 1e-4);
+    // The servers' record: every update applied once per step, none stale; bytes counted.
+    const nlohmann::json& last = ps.train.back();
+    EXPECT_EQ(last["ps_updates_applied"].get<int64_t>(), kSteps);
+    EXPECT_EQ(last["ps_staleness_max"].get<int64_t>(), 0);
+    EXPECT_GT(last["comm_sent_by"]["ps/push"].get<int64_t>(), 0) << last.dump();
+    EXPECT_GT(last["comm_recv_by"]["ps/pull"].get<int64_t>(), 0) << last.dump();
+  }
+}
+
+TEST_F(ParameterServers, SspWithStalenessZeroEqualsBsp) {
+  const std::string sgd =
+      " --set sync.method=ps --set train.optimizer=sgd --set train.momentum=0 "
+      "--set train.weight_decay=0 --set train.grad_clip=0";
+  const RunResult bsp = run("bsp", 3, sgd);
+  const RunResult ssp = run("ssp0", 3, sgd + " --set ps.consistency=ssp --set ps.staleness=0");
+  // Under ssp each worker logs its own loss (workers do not wait for each other's): compared are
+  // the weights and the validation loss, which every worker computes on its share.
+  ASSERT_EQ(ssp.loss.size(), static_cast<size_t>(kSteps));
+  EXPECT_NEAR(ssp.val_loss, bsp.val_loss, 1e-5 * bsp.val_loss);
+  expect_same_checkpoint(step_dir(ssp, kSteps), step_dir(bsp, kSteps), 1e-5);
+  EXPECT_EQ(ssp.train.back()["ps_staleness_max"].get<int64_t>(), 0);
+}
+
+TEST_F(ParameterServers, SspBoundsTheStalenessOfASlowedWorker) {
+  const RunResult ssp = run("ssp2", 3,
+                            "--set sync.method=ps --set ps.consistency=ssp --set ps.staleness=2 "
+                            "--set train.steps=16",
+                            "env BRIGADE_FAULT_SLOW_RANK=1 BRIGADE_FAULT_SLOW_MS=40 ");
+  ASSERT_EQ(ssp.train.size(), 16u);
+  int64_t max = 0, applied = 0;
+  for (const auto& j : ssp.train) max = std::max(max, j["ps_staleness_max"].get<int64_t>());
+  applied = ssp.train.back()["ps_updates_applied"].get<int64_t>();
+  EXPECT_LE(max, 2) << "an update staler than ps.staleness was applied";
+  EXPECT_GE(max, 1) << "worker 0 never ran ahead of the slowed worker";
+  EXPECT_GE(applied, 16) << "worker 0's own pushes at least";
+}
+
+TEST_F(ParameterServers, AspTrainsTheModelDown) {
+  const RunResult asp = run("asp", 3,
+                            "--set sync.method=ps --set ps.consistency=asp --set train.steps=30 "
+                            "--set ps.staleness_lr=true");
+  ASSERT_EQ(asp.loss.size(), 30u);
+  EXPECT_LT(asp.loss.back(), asp.loss.front() - 0.5)
+      << "loss " << asp.loss.front() << " -> " << asp.loss.back();
+  EXPECT_TRUE(std::isfinite(asp.val_loss));
+}
+
+TEST_F(ParameterServers, StopAndResumeEqualsUninterruptedAndResumesAsDdp) {
+  const std::string ps = " --set sync.method=ps --set ps.servers=2";
+  const RunResult whole = run("whole", 4, ps);
+  run("split", 4, ps + " --set run.stop_after=4");
+  const RunResult resumed = run("split", 4, ps);
+  ASSERT_EQ(resumed.loss.size(), static_cast<size_t>(kSteps));
+  EXPECT_EQ(resumed.loss, whole.loss);
+  EXPECT_EQ(resumed.norm, whole.norm);
+  expect_same_checkpoint(step_dir(resumed, kSteps), step_dir(whole, kSteps), 0.0);
+  // The same checkpoint of step 4, continued by DDP on two ranks.
+  run("as-ddp", 4, ps + " --set run.stop_after=4");
+  const RunResult ddp = run("as-ddp", 2, "");
+  expect_close(std::vector<double>(ddp.loss.begin() + 4, ddp.loss.end()),
+               std::vector<double>(whole.loss.begin() + 4, whole.loss.end()), 1e-5,
+               "DDP continuing a PS checkpoint");
+}
+
+TEST_F(ParameterServers, AJobWithoutWorkersIsRefusedByName) {
+  const auto r = run_command(std::string(BRIGADE_BINARY) + " launch --nproc 2 -- train " + config_ +
+                             " --set run.out_dir=" + dir_ + "/none --set sync.method=ps " +
+                             "--set ps.servers=2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("ps.servers = 2"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace brigade
