@@ -176,6 +176,41 @@ TEST_F(Launch, EnvironmentContractOfTheSecondNode) {
   EXPECT_FALSE(wait_for_file(dir_ + "/env.0", 0)) << "node 1 must not run ranks of node 0";
 }
 
+// torchrun's command line, spelled as torchrun users type it, gives the contract of the
+// --nproc/--master spelling above.
+TEST_F(Launch, TorchrunFlagsWorkAsTheyAre) {
+  std::vector<std::string> args =
+      launch_args(2, kWriteEnv,
+                  {"--nnodes", "2:2", "--node_rank", "1", "--master-addr", "127.0.0.1",
+                   "--master-port", "29556", "--max_restarts", "0"});
+  args[1] = "--nproc-per-node";  // instead of --nproc
+  BackgroundBrigade launch(args, dir_,
+                           {"BRIGADE_STORE_DIR=/shared/store", "BRIGADE_STORE_TOKEN=job-token"});
+  ASSERT_EQ(launch.wait(kLaunchTimeout), 0) << launch.err();
+  for (int local = 0; local < 2; ++local) {
+    WorkerEnv e = read_env(dir_ + "/env." + std::to_string(2 + local));
+    EXPECT_EQ(e.rank, 2 + local);
+    EXPECT_EQ(e.world, 4);
+    EXPECT_EQ(e.local_rank, local);
+    EXPECT_EQ(e.local_world, 2);
+    EXPECT_EQ(e.addr, "127.0.0.1");
+    EXPECT_EQ(e.port, 29556);
+  }
+  // --standalone with the underscore spelling of the process count: one node, a free port.
+  std::string dir2 = testing::make_temp_dir("launch");
+  BackgroundBrigade standalone(
+      {"launch", "--standalone", "--nproc_per_node", "2", "--rdzv-id", run_id_ + "-s", "--exec",
+       "--", "/bin/sh", "-c", "D='" + dir2 + "'\n" + kWriteEnv},
+      dir2);
+  ASSERT_EQ(standalone.wait(kLaunchTimeout), 0) << standalone.err();
+  for (int r = 0; r < 2; ++r) {
+    WorkerEnv e = read_env(dir2 + "/env." + std::to_string(r));
+    EXPECT_EQ(e.world, 2);
+    EXPECT_EQ(e.run_id, run_id_ + "-s");
+    EXPECT_GT(e.port, 0);
+  }
+}
+
 // A launcher started from a script in the background (or under nohup) inherits SIGINT, SIGQUIT
 // and SIGHUP ignored, and ignored signals survive exec: the workers must start with every
 // disposition at its default, or a Ctrl-C / SIGHUP never reaches them and the launcher ends up
@@ -376,6 +411,11 @@ TEST(LaunchCli, InvalidOptionsAreConfigErrorsNamingTheOption) {
            {"--nproc 2 --heartbeat-timeout -1 -- train x", "--heartbeat-timeout -1"},
            {"--nproc 2", "args"},
            {"--nproc two -- train x", "--nproc"},
+           {"--nproc-per-node 2 --nnodes 1:4 -- train x", "--nnodes 1:4: a varying number"},
+           {"--nproc-per-node 2 --nnodes 2:x -- train x", "--nnodes 2:x"},
+           {"--nproc-per-node 2 --standalone --nnodes 2 --master h:1 -- train x", "--standalone"},
+           {"--nproc-per-node 2 --master h:1 --master-port 2 -- train x", "give one of them"},
+           {"--nproc_per_node 2 --master-port 70000 -- train x", "--master-port 70000"},
        }) {
     auto r = testing::run_command(std::string(BRIGADE_BINARY) + " launch " + c.args, 30);
     EXPECT_EQ(r.exit_code, kExitConfig) << c.args << "\n" << r.output;

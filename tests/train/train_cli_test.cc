@@ -67,6 +67,24 @@ TEST_F(TrainCli, ResumeIsBitwiseIdenticalToAnUninterruptedRun) {
                testing::read_checkpoint(ckpt("a", 20), testing::CkptPart::kModel));
 }
 
+// run.resume = "never" on a folder that holds a run would replace its `latest` and append to
+// its metrics: refused before any training, naming the folder and the ways out; the old run's
+// files are untouched. On a fresh folder it trains.
+TEST_F(TrainCli, ResumeNeverRefusesToOverwriteARun) {
+  ASSERT_EQ(train("a", "--set run.stop_after=10").exit_code, 0);
+  const std::string metrics = dir_ + "/a/tiny/metrics.jsonl";
+  const std::string before = read_file(metrics);
+  auto again = train("a", "--set run.resume=never");
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_THAT(again.output, HasSubstr("run.resume = \"never\": " + dir_ +
+                                      "/a/tiny already holds "
+                                      "a run (checkpoints/latest)"));
+  EXPECT_THAT(again.output, HasSubstr("run.resume = \"auto\" to continue it"));
+  EXPECT_EQ(read_file(metrics), before);
+  auto fresh = train("fresh", "--set run.resume=never --set train.steps=2 --set train.warmup=1");
+  EXPECT_EQ(fresh.exit_code, 0) << fresh.output;
+}
+
 TEST_F(TrainCli, NonFiniteLossStopsNamingTheStepAndKeepsTheLastCheckpoint) {
   auto r = train("nan", "", "BRIGADE_FAULT_NAN_STEP=15");
   EXPECT_EQ(r.exit_code, 6) << r.output;

@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 
+#include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
 
 namespace brigade {
@@ -54,6 +56,17 @@ RunFolder run_folder_of(const Config& config) {
 
 RunFolder create_run_folder(const Config& config, int rank) {
   RunFolder folder = run_folder_of(config);
+  // run.resume = "never" starts afresh: on a folder that already holds a run it would replace
+  // `latest` and append to the old metrics, so it is refused, naming the ways out.
+  std::error_code ec;
+  const bool has_checkpoint = std::filesystem::exists(folder.checkpoints() + "/latest", ec);
+  const auto metrics_bytes = std::filesystem::file_size(folder.metrics_path(), ec);
+  if (config.run.resume == "never" && (has_checkpoint || (!ec && metrics_bytes > 0))) {
+    throw ConfigError(fmt::format(
+        "run.resume = \"never\": {} already holds a run ({}); choose another run.name or "
+        "run.out_dir, delete the folder, or set run.resume = \"auto\" to continue it",
+        folder.root, has_checkpoint ? "checkpoints/latest" : "metrics.jsonl"));
+  }
   make_dirs(folder.checkpoints());
   make_dirs(folder.root + "/logs");
   if (rank == 0) write_file_atomic(folder.config_path(), config.to_toml());

@@ -5,6 +5,7 @@
 #include "brigade/base/error.h"
 #include "brigade/comm/comm_factory.h"
 #include "brigade/monitor/log.h"
+#include "brigade/runtime/interrupt.h"
 #include "brigade/sync/ps/ps_rendezvous.h"
 #include "brigade/sync/ps/ps_server.h"
 #include "brigade/train/dp_engine.h"
@@ -18,6 +19,9 @@ namespace {
 int serve_parameters(const Config& config, ProcessGroup& group, int workers) {
   const int index = group.rank() - workers;
   Log log(group.rank());
+  // The launcher forwards a SIGINT/SIGTERM to every rank: a server keeps serving until the
+  // workers have saved their checkpoint and stopped (a second signal ends it at once).
+  const InterruptGuard interrupts;
   const std::unique_ptr<Model> model = make_model(config.model, 1, false);
   const auto [begin, end] = ps_server_range(model->num_params(), group.size() - workers, index);
   Store& store = *group.world_options.store;

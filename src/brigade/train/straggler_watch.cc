@@ -1,6 +1,7 @@
 #include "brigade/train/straggler_watch.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "brigade/sync/lowcomm/common.h"
 
@@ -16,10 +17,17 @@ StragglerWatch::StragglerWatch(Communicator* world, double threshold, bool every
   was_flagged_.assign(static_cast<size_t>(n), 0);
 }
 
-Traffic StragglerWatch::observe(int64_t step, double busy_s) {
+Traffic StragglerWatch::observe(int64_t step, double busy_s, bool stop_requested) {
   if (!detector_) return {};
   mine_ = static_cast<float>(busy_s);
-  world_->all_gather(&mine_, times_.data(), 1);
+  // The sign bit says "asked to stop" (copysign also marks a busy time of 0, as -0).
+  float sent = std::copysign(std::fabs(mine_), stop_requested ? -1.0f : 1.0f);
+  world_->all_gather(&sent, times_.data(), 1);
+  stop_by_any_ = false;
+  for (float& t : times_) {
+    stop_by_any_ |= std::signbit(t);
+    t = std::fabs(t);
+  }
   const StragglerReport r = detector_->observe(times_);
   ++steps_;
   for (size_t i = 0; i < times_.size(); ++i) busy_sum_s_[i] += times_[i];

@@ -9,6 +9,10 @@
 // rank is world - 1 rounds of one float, the cheapest exchange that can. Its bytes are counted
 // in the step's comm_* metrics and, through step traffic, in ReplicaSync's byte formulas.
 // It is skipped where ranks must not wait for each other (DiLoCo with sync.quorum < 1).
+//
+// The same exchange lets the ranks agree on stopping after a SIGINT/SIGTERM (runtime/interrupt.h)
+// at no extra cost: a rank that was asked to stop sends its busy time with the sign bit set, so
+// every rank learns in the same step that one was, and all save and stop at that step.
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
@@ -28,9 +32,12 @@ class StragglerWatch {
 
   bool enabled() const { return detector_.has_value(); }
 
-  // Collective over world: shares this rank's busy seconds of the step and updates the
-  // verdict. Returns the exchange's traffic by formula (nothing when disabled).
-  Traffic observe(int64_t step, double busy_s);
+  // Collective over world: shares this rank's busy seconds of the step and whether it was asked
+  // to stop, and updates the verdict. Returns the exchange's traffic by formula (nothing when
+  // disabled).
+  Traffic observe(int64_t step, double busy_s, bool stop_requested = false);
+  // Whether some rank had been asked to stop in the last observed step.
+  bool stop_requested_by_any() const { return stop_by_any_; }
   // Adds "straggler_max_ratio" (and "straggler_rank" while one is flagged), this rank's
   // "busy_ms" and the step's slowest and fastest ranks' ("busy_ms_max", "busy_ms_min").
   void add_step_metrics(nlohmann::json& rec) const;
@@ -51,6 +58,7 @@ class StragglerWatch {
   int64_t steps_ = 0;
   double max_ratio_ = 0;
   int straggler_rank_ = -1;
+  bool stop_by_any_ = false;
 };
 
 }  // namespace brigade

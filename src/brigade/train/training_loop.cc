@@ -1,6 +1,7 @@
 #include "brigade/train/training_loop.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <chrono>
@@ -24,6 +25,7 @@
 #include "brigade/monitor/trace.h"
 #include "brigade/optim/grad_clip.h"
 #include "brigade/optim/lr_schedule.h"
+#include "brigade/runtime/interrupt.h"
 #include "brigade/train/gemm_calibration.h"
 #include "brigade/train/model_flops.h"
 #include "brigade/train/straggler_watch.h"
@@ -83,6 +85,10 @@ class TrainingLoop {
   void report_save(const SaveResult& result, bool last = false);
   void finish_checkpoints(bool last = false);  // waits for the save in flight
   void finish_final_checkpoint(int64_t step);
+  // The signal every rank agrees to stop on after this step (runtime/interrupt.h), or 0.
+  int agreed_interrupt() const;
+  // Saves step `done` (unless saved), waits for it and returns 128 + signo.
+  int stop_on_interrupt(int64_t done, int signo, int64_t last_saved);
   // Appends to metrics.jsonl (rank 0); type: "train", "eval", "event", "summary".
   void record(std::string_view type, const nlohmann::json& rec);
   void report_metrics_failure();
@@ -408,7 +414,37 @@ std::vector<double> TrainingLoop::peak_rss_mib_per_rank() {
   return all;
 }
 
+int TrainingLoop::agreed_interrupt() const {
+  const int mine = interrupt_signal();
+  if (!ctx_.group.world || !straggler_.enabled()) return mine;
+  // A rank told by another's sign bit stops as if it had had the launcher's SIGTERM.
+  return straggler_.stop_requested_by_any() ? (mine != 0 ? mine : SIGTERM) : 0;
+}
+
+int TrainingLoop::stop_on_interrupt(int64_t done, int signo, int64_t last_saved) {
+  progress_.interrupt();
+  const char* name = signo == SIGINT ? "SIGINT" : "SIGTERM";
+  if (ctx_.group.world && !straggler_.enabled()) {
+    // Without the per-step exchange the ranks cannot agree on one step to save at.
+    finish_checkpoints();
+    log_.info(
+        "{} after step {}: exiting without a checkpoint (the ranks agree on a step to save "
+        "through the straggler exchange, which this run does not do: train.straggler_threshold "
+        "= 0 or replicas that step independently); the last checkpoint is {}",
+        name, done, last_checkpoint_);
+    return 128 + signo;
+  }
+  log_.info("{} after step {}: saving a checkpoint, then exiting (a second signal exits at once)",
+            name, done);
+  if (last_saved != done) checkpoint(done, true);
+  finish_final_checkpoint(done);
+  log_.info("stopped after step {} of {} by {}; run again to continue", done, config_.train.steps,
+            name);
+  return 128 + signo;
+}
+
 int TrainingLoop::run() {
+  const InterruptGuard interrupts;  // SIGINT/SIGTERM: finish the step, save, exit
   start_or_resume();
   const TrainConfig& t = config_.train;
   const int64_t stop = config_.run.stop_after;
@@ -436,7 +472,7 @@ int TrainingLoop::run() {
                           {"lr", lr},
                           {"grad_norm", last_.norm},
                           {"skipped", !applied}};
-    const Traffic exchange = straggler_.observe(done, last_.busy_s);
+    const Traffic exchange = straggler_.observe(done, last_.busy_s, interrupt_signal() != 0);
     straggler_.add_step_metrics(rec);
     StepBreakdown& times = last_.times;
     if (straggler_.enabled()) {
@@ -484,6 +520,9 @@ int TrainingLoop::run() {
                                    .eta_s = avg_s * static_cast<double>(end - done)}));
     { TraceSpan closed = std::move(step_span); }  // the step's span ends here
     if (!trace.empty() && done == std::min(trace[1], end) && done >= trace[0]) write_trace();
+    if (const int signo = agreed_interrupt(); signo != 0 && done < end) {
+      return stop_on_interrupt(done, signo, last_saved);
+    }
   }
   progress_.interrupt();
   if (end < t.steps) {

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cerrno>
+
 #include "brigade/base/error.h"
 
 namespace brigade {
@@ -11,6 +14,22 @@ namespace {
 // ZAP (ZeroMQ RFC 27) is served on this inproc endpoint of the socket's context.
 constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
 constexpr const char* kZapDomain = "brigade-ps";
+
+// Whether socket has a message within timeout. A signal (the first Ctrl-C, which training
+// handles itself) interrupts zmq_poll with EINTR: the wait goes on for the time left.
+bool wait_readable(zmq::socket_t& socket, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    try {
+      return zmq::poll(&item, 1, std::max(left, std::chrono::milliseconds(0))) > 0;
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+  }
+}
 
 std::string z85_of(const void* key32) {
   char z85[41];
@@ -65,8 +84,7 @@ PsServerSocket::~PsServerSocket() {
 // log names only the address).
 void PsServerSocket::run_zap() {
   while (!stop_) {
-    zmq::pollitem_t item{zap_.handle(), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
+    if (!wait_readable(zap_, std::chrono::milliseconds(100))) continue;
     zmq::multipart_t request(zap_);
     // version, request id, domain, address, identity, mechanism, credentials...
     if (request.size() < 6) continue;
@@ -99,8 +117,7 @@ void PsServerSocket::run_zap() {
 }
 
 std::optional<PsServerSocket::Received> PsServerSocket::receive(std::chrono::milliseconds timeout) {
-  zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
-  if (zmq::poll(&item, 1, timeout) == 0) return std::nullopt;
+  if (!wait_readable(router_, timeout)) return std::nullopt;
   zmq::multipart_t all(router_);
   Received r;
   if (all.empty()) return std::nullopt;
@@ -132,8 +149,7 @@ void PsWorkerLink::send(zmq::multipart_t&& frames) {
 }
 
 std::optional<zmq::multipart_t> PsWorkerLink::receive(std::chrono::milliseconds timeout) {
-  zmq::pollitem_t item{dealer_.handle(), 0, ZMQ_POLLIN, 0};
-  if (zmq::poll(&item, 1, timeout) == 0) return std::nullopt;
+  if (!wait_readable(dealer_, timeout)) return std::nullopt;
   return zmq::multipart_t(dealer_);
 }
 
