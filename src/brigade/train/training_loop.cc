@@ -85,6 +85,10 @@ class TrainingLoop {
   void report_save(const SaveResult& result, bool last = false);
   void finish_checkpoints(bool last = false);  // waits for the save in flight
   void finish_final_checkpoint(int64_t step);
+  // The checkpoint of the step an invocation ends on (the end, run.stop_after or a signal),
+  // unless the periodic one of that step was started already (started: the step of the last
+  // save started), waited for and retried as finish_final_checkpoint() does.
+  void save_final_checkpoint(int64_t step, int64_t started);
   // The signal every rank agrees to stop on after this step (runtime/interrupt.h), or 0.
   int agreed_interrupt() const;
   // Saves step `done` (unless saved), waits for it and returns 128 + signo.
@@ -326,6 +330,11 @@ void TrainingLoop::finish_checkpoints(bool last) {
 // retried after a short wait (a full disk may have been cleared by then), and if that fails
 // too the run fails, naming the last saved step, because exit 0 would tell the user (or a
 // scheduler) that every step is safe. Every rank sees the same agreed result.
+void TrainingLoop::save_final_checkpoint(int64_t step, int64_t started) {
+  if (started != step) checkpoint(step, true);
+  finish_final_checkpoint(step);
+}
+
 void TrainingLoop::finish_final_checkpoint(int64_t step) {
   finish_checkpoints(true);
   for (int attempt = 1; last_saved_step_ != step && attempt <= kFinalSaveRetries; ++attempt) {
@@ -436,8 +445,7 @@ int TrainingLoop::stop_on_interrupt(int64_t done, int signo, int64_t last_saved)
   }
   log_.info("{} after step {}: saving a checkpoint, then exiting (a second signal exits at once)",
             name, done);
-  if (last_saved != done) checkpoint(done, true);
-  finish_final_checkpoint(done);
+  save_final_checkpoint(done, last_saved);
   log_.info("stopped after step {} of {} by {}; run again to continue", done, config_.train.steps,
             name);
   return 128 + signo;
@@ -526,15 +534,13 @@ int TrainingLoop::run() {
   }
   progress_.interrupt();
   if (end < t.steps) {
-    if (last_saved != end) checkpoint(end, true);
-    finish_final_checkpoint(end);
+    save_final_checkpoint(end, last_saved);
     log_.info("stopped after step {} of {} (run.stop_after = {}); run again to continue", end,
               t.steps, stop);
     return kExitOk;
   }
   eval_and_record(t.steps, true);
-  if (last_saved != t.steps) checkpoint(t.steps, true);
-  finish_final_checkpoint(t.steps);
+  save_final_checkpoint(t.steps, last_saved);
   summary_["final"] = true;
   summary_["skipped_steps"] = skipped_;
   summary_["wall_s"] = run_watch.seconds();

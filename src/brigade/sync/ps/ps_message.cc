@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "brigade/tensor/rng.h"
-
 namespace brigade {
 
 const char* ps_type_name(PsType type) {
@@ -121,10 +119,6 @@ std::optional<PsMessage> decode_ps_message(zmq::multipart_t&& frames, uint64_t e
   // ZeroMQ allocates message bodies with malloc: aligned for float.
   if (m.header.count > 0) m.payload = static_cast<const float*>(m.frames[1].data());
   return m;
-}
-
-uint64_t ps_run_tag(const std::string& run_id) {
-  return hash_name(run_id);
 }
 
 }  // namespace brigade

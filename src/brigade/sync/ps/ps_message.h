@@ -48,7 +48,7 @@ struct PsHeader {
   uint32_t version = kPsVersion;
   uint32_t type = 0;
   uint32_t worker = 0;     // the sending worker, or the worker a reply is for
-  uint64_t run_tag = 0;    // FNV-1a of the run id: a message of another job is refused
+  uint64_t run_tag = 0;    // drawn per job by worker 0 (ps_rendezvous.h): another job's is refused
   int64_t clock = 0;       // the worker's step index in this invocation (0-based)
   int64_t read_clock = 0;  // ssp/asp pushes: the clock the gradient's parameters were read at
   int64_t updates = 0;     // the 1-based update count (AdamW's bias correction)
@@ -92,8 +92,5 @@ zmq::multipart_t encode_ps_message(const PsHeader& header, const float* payload,
 // expected_tag: the run's tag. max_values: the largest payload this receiver accepts.
 std::optional<PsMessage> decode_ps_message(zmq::multipart_t&& frames, uint64_t expected_tag,
                                            int64_t max_values, std::string* why);
-
-// The run tag of a job: FNV-1a of its run id.
-uint64_t ps_run_tag(const std::string& run_id);
 
 }  // namespace brigade

@@ -9,6 +9,15 @@
 
 namespace brigade {
 
+namespace {
+
+// Whether every worker's flag is set.
+bool all_set(const std::vector<char>& flags) {
+  return std::all_of(flags.begin(), flags.end(), [](char f) { return f != 0; });
+}
+
+}  // namespace
+
 PsConsistency parse_ps_consistency(const std::string& name) {
   if (name == "ssp") return PsConsistency::kSsp;
   if (name == "asp") return PsConsistency::kAsp;
@@ -41,7 +50,7 @@ int64_t ParameterServer::state_values() const {
 }
 
 bool ParameterServer::done() const {
-  return std::all_of(stopped_.begin(), stopped_.end(), [](char s) { return s != 0; });
+  return all_set(stopped_);
 }
 
 void ParameterServer::refuse(int worker, const std::string& why) {
@@ -163,7 +172,7 @@ void ParameterServer::on_push(const PsMessage& m, const Reply& reply) {
     return refuse(w, fmt::format("{} gradient values (the range has {})", h.count, n_));
   std::memcpy(pushed_[h.worker].data(), m.payload, static_cast<size_t>(n_) * sizeof(float));
   pushed_open_[h.worker] = 1;
-  if (!std::all_of(pushed_open_.begin(), pushed_open_.end(), [](char p) { return p != 0; })) return;
+  if (!all_set(pushed_open_)) return;
   // The mean in worker order, so the result does not depend on arrival order.
   const float inv = 1.0f / static_cast<float>(options_.workers);
   std::copy(pushed_[0].begin(), pushed_[0].end(), mean_.begin());
@@ -191,7 +200,7 @@ void ParameterServer::on_apply(const PsMessage& m, const Reply& reply) {
   if (h.clock != clock_[h.worker] || !pushed_open_[h.worker] || applied_open_[h.worker]) {
     return refuse(w, fmt::format("an apply of clock {} out of order", h.clock));
   }
-  if (!std::all_of(pushed_open_.begin(), pushed_open_.end(), [](char p) { return p != 0; })) {
+  if (!all_set(pushed_open_)) {
     return refuse(w, "an apply before every worker pushed");
   }
   const bool first =
@@ -205,7 +214,7 @@ void ParameterServer::on_apply(const PsMessage& m, const Reply& reply) {
                                  h.lr, h.scale, h.updates, h.flags, apply_.worker));
   }
   applied_open_[h.worker] = 1;
-  if (!std::all_of(applied_open_.begin(), applied_open_.end(), [](char a) { return a != 0; })) {
+  if (!all_set(applied_open_)) {
     return;
   }
   if (!(apply_.flags & kPsFlagSkip)) {
