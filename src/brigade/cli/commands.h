@@ -19,6 +19,7 @@ Command add_launch(CLI::App& app);
 Command add_export(CLI::App& app);
 Command add_import(CLI::App& app);
 Command add_report(CLI::App& app);
+Command add_partition(CLI::App& app);
 
 // For `brigade launch`: when the worker command is `train <config> [--set ...]`, loads and
 // validates that config, so a bad one is refused (ConfigError) before any worker starts.

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
       {"export", brigade::cli::add_export(app)},
       {"import", brigade::cli::add_import(app)},
       {"report", brigade::cli::add_report(app)},
+      {"partition", brigade::cli::add_partition(app)},
   };
   app.set_version_flag(
       "--version", [] { return brigade::cli::version_text(); },
