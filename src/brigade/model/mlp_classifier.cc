@@ -13,6 +13,7 @@
 #include "brigade/kernels/cpu/crossentropy.h"
 #include "brigade/kernels/cpu/gelu.h"
 #include "brigade/kernels/cpu/matmul.h"
+#include "brigade/model/classifier_loss.h"
 #include "brigade/monitor/op_profiler.h"
 
 namespace brigade {
@@ -93,19 +94,12 @@ float MlpClassifier::forward(const Batch& batch) {
   timed(profiler_, Op::kCrossentropyForward, crossentropy_forward, losses_.data(), lse_.data(),
         logits_.data(), batch.targets.data(), B, K);
 
-  double sum = 0.0;
-  valid_targets_ = 0;
-  correct_ = 0;
-  for (int64_t n = 0; n < B; ++n) {
-    const int32_t label = batch.targets[n];
-    if (label < 0) continue;
-    sum += losses_[n];
-    ++valid_targets_;
-    const float* row = logits_.data() + n * K;
-    if (std::max_element(row, row + K) - row == label) ++correct_;
-  }
+  const ClassifierLoss r =
+      reduce_classifier_loss(losses_.data(), logits_.data(), batch.targets.data(), B, K);
+  valid_targets_ = r.valid;
+  correct_ = r.correct;
   backward_ready_ = true;
-  return valid_targets_ ? static_cast<float>(sum / static_cast<double>(valid_targets_)) : 0.0f;
+  return r.mean;
 }
 
 void MlpClassifier::backward(const Batch& batch, float loss_scale) {

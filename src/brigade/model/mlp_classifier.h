@@ -35,8 +35,7 @@ class MlpClassifier : public Model {
   // Backward of the last forward (one per forward). Reports head first, then fc.{n-1} .. fc.0.
   void backward(const Batch& batch, float loss_scale) override;
 
-  // Examples of the last forward whose argmax logit equals their (valid) label.
-  int64_t correct_predictions() const { return correct_; }
+  int64_t correct_predictions() const override { return correct_; }
 
   // Logits (batch.size, classes) of the last forward; backward overwrites them in place.
   const float* logits() const { return logits_.data(); }

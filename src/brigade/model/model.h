@@ -92,6 +92,10 @@ class Model {
   virtual MoeTotals take_moe_totals() { return {}; }
   virtual MoeTotals moe_run_totals() const { return {}; }
 
+  // Examples of the last forward whose argmax logit equals their (valid) label, for the
+  // accuracy of evaluation; 0 for models that are not classifiers.
+  virtual int64_t correct_predictions() const { return 0; }
+
   // Number of floating-point operations of forward + backward for one example, for MFU.
   virtual double flops_per_example() const = 0;
 

@@ -61,6 +61,19 @@ int64_t ParamSpec::full_index(int64_t local) const {
   return i * full_cols + j;
 }
 
+namespace {
+
+// Elements [first, first + n) of a random-initialised tensor's stream.
+void fill_random(const ParamSpec& s, float* p, int64_t n, uint64_t seed, uint64_t first) {
+  if (s.init == Init::kNormal) {
+    fill_normal(p, n, 0.0f, s.init_std, seed, hash_name(s.name), first);
+  } else {
+    fill_uniform(p, n, -s.init_bound, s.init_bound, seed, hash_name(s.name), first);
+  }
+}
+
+}  // namespace
+
 void ParamLayout::initialize(float* params, uint64_t seed) const {
   for (const auto& s : specs_) {
     float* p = params + s.offset;
@@ -72,9 +85,10 @@ void ParamLayout::initialize(float* params, uint64_t seed) const {
         // Padding rows stay zero (they are never read by the loss).
         for (int64_t i = 0; i < s.numel; ++i) p[i] = s.full_index(i) < 0 ? 0.0f : 1.0f;
         break;
-      case Init::kNormal: {
+      case Init::kNormal:
+      case Init::kUniform: {
         if (!s.is_tp_shard()) {
-          fill_normal(p, s.numel, 0.0f, s.init_std, seed, hash_name(s.name));
+          fill_random(s, p, s.numel, seed, 0);
           break;
         }
         // Within a row of the shard the full indices are consecutive (only whole rows or
@@ -86,8 +100,7 @@ void ParamLayout::initialize(float* params, uint64_t seed) const {
           if (f < 0) {
             for (int64_t k = 0; k < run; ++k) p[i + k] = 0.0f;
           } else {
-            fill_normal(p + i, run, 0.0f, s.init_std, seed, hash_name(s.name),
-                        static_cast<uint64_t>(f));
+            fill_random(s, p + i, run, seed, static_cast<uint64_t>(f));
           }
         }
         break;

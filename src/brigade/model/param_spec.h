@@ -11,7 +11,9 @@
 
 namespace brigade {
 
-enum class Init { kZeros, kOnes, kNormal };
+// kUniform draws from [-init_bound, init_bound): PyTorch's default for Linear and Conv2d
+// weights and biases, with bound 1/sqrt(fan_in).
+enum class Init { kZeros, kOnes, kNormal, kUniform };
 
 // How a tensor is cut across tp ranks (Megatron): kDim0 splits the output features of a
 // column-parallel weight (and its bias) or the rows of the vocab-parallel embedding, kDim1 the
@@ -25,6 +27,7 @@ struct ParamSpec {
   int64_t numel = 0;
   Init init = Init::kNormal;
   float init_std = 0.02f;    // for Init::kNormal
+  float init_bound = 0.0f;   // for Init::kUniform
   bool weight_decay = true;  // AdamW decays matrices, not biases or norm gains
   TpSplit tp_split = TpSplit::kReplicated;
   // Tensor parallelism. With tp_size > 1 and a split, this tensor is shard tp_rank of the

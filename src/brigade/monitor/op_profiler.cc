@@ -28,6 +28,18 @@ std::string_view op_name(Op op) {
       return "gelu_forward";
     case Op::kGeluBackward:
       return "gelu_backward";
+    case Op::kConv2dForward:
+      return "conv2d_forward";
+    case Op::kConv2dBackward:
+      return "conv2d_backward";
+    case Op::kMaxPoolForward:
+      return "maxpool_forward";
+    case Op::kMaxPoolBackward:
+      return "maxpool_backward";
+    case Op::kReluForward:
+      return "relu_forward";
+    case Op::kReluBackward:
+      return "relu_backward";
     case Op::kResidualForward:
       return "residual_forward";
       return "residual_backward";

@@ -49,6 +49,7 @@ std::vector<Field> fields(Config& c) {
       {"model", "aux_loss_coef", &c.model.aux_loss_coef},
       {"model", "moe_every", &c.model.moe_every},
       {"model", "hidden", &c.model.hidden},
+      {"model", "channels", &c.model.channels},
       {"data", "source", &c.data.source},
       {"data", "path", &c.data.path},
       {"data", "tokenizer", &c.data.tokenizer},
@@ -364,6 +365,12 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
       assign(*field, value, origin);
     }
   }
+  // A default that depends on another key: applied only where no file or --set gave the key,
+  // so the resolved config (to_toml) records the widths the run used.
+  const auto& tables = root.as_table();
+  const auto model = tables.find("model");
+  const bool hidden_given = model != tables.end() && model->second.as_table().count("hidden") > 0;
+  if (config.model.kind == "cnn" && !hidden_given) config.model.hidden = ModelConfig::kCnnHidden;
   return config;
 }
 

@@ -17,7 +17,7 @@ struct RunConfig {
 };
 
 struct ModelConfig {
-  std::string kind = "gpt";  // "gpt" | "mlp"
+  std::string kind = "gpt";  // "gpt" | "mlp" | "cnn" (classifiers of 28x28 images)
   int64_t vocab = 256;       // gpt: tokenizer vocabulary (256 for bytes)
   int64_t seq_len = 128;     // gpt: context length
   int64_t d_model = 128;     // gpt
@@ -30,7 +30,15 @@ struct ModelConfig {
   double capacity_factor = 1.25;  // capacity = ceil(cf * tokens * top_k / E); <= 0: dropless
   double aux_loss_coef = 0.01;    // load-balancing loss weight
   int64_t moe_every = 1;          // blocks moe_every-1, 2 moe_every-1, ... are MoE
-  std::vector<int64_t> hidden = {256, 128};  // mlp: hidden layer widths
+  // mlp, cnn: widths of the hidden linear layers. The default is the MLP's; a cnn config that
+  // does not set the key gets kCnnHidden instead (parse_config applies it), NIID-Bench's widths.
+  std::vector<int64_t> hidden = {256, 128};
+  static inline const std::vector<int64_t> kCnnHidden = {120, 84};
+  // cnn: output channels of each conv stage (conv 5x5, ReLU, max-pool 2x2); 1 or 2 stages fit
+  // a 28x28 image.
+  std::vector<int64_t> channels = {6, 16};
+
+  bool is_classifier() const { return kind == "mlp" || kind == "cnn"; }
 };
 
 struct DataConfig {

@@ -216,7 +216,7 @@ void Config::validate() const {
   require_one_of(run.resume, "run.resume", {"auto", "never"});
   require_range(run.stop_after, "run.stop_after", 0, INT64_MAX);
 
-  require_one_of(model.kind, "model.kind", {"gpt", "mlp"});
+  require_one_of(model.kind, "model.kind", {"gpt", "mlp", "cnn"});
   if (model.kind == "gpt") {
     require_one_of(data.source, "data.source", {"fortunes", "text", "shards"});
     require_one_of(data.tokenizer, "data.tokenizer", {"byte", "bpe"});
@@ -240,8 +240,18 @@ void Config::validate() const {
     require_range(data.seq_len, "data.seq_len", 0, model.seq_len);
   } else {
     require_one_of(data.source, "data.source", {"fashion_mnist"});
-    require(!model.hidden.empty(), "model.hidden", "[]", "needs at least one hidden layer");
+    // The CNN may go from its conv stages straight to the output layer; an MLP without a
+    // hidden layer would be softmax regression.
+    require(model.kind == "cnn" || !model.hidden.empty(), "model.hidden", "[]",
+            "needs at least one hidden layer");
     for (int64_t h : model.hidden) require_range(h, "model.hidden[i]", 1, 1 << 20);
+  }
+  if (model.kind == "cnn") {
+    require(!model.channels.empty() && model.channels.size() <= 2, "model.channels",
+            fmt::format("[{}]", fmt::join(model.channels, ", ")),
+            "needs 1 or 2 conv stages: conv 5x5 and max-pool 2x2 take a 28x28 image to 12x12, "
+            "then 4x4, which a third stage cannot convolve");
+    for (int64_t c : model.channels) require_range(c, "model.channels[i]", 1, 1 << 16);
   }
   validate_moe(model, parallel);
   require_real(data.val_fraction, "data.val_fraction", 0.0, 0.5, true);

@@ -67,6 +67,12 @@ void fill_normal(float* out, int64_t n, float mean, float std, uint64_t seed, ui
   }
 }
 
+void fill_uniform(float* out, int64_t n, float lo, float hi, uint64_t seed, uint64_t key,
+                  uint64_t first_index) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = lo + (hi - lo) * random_uniform(seed, key, first_index + static_cast<uint64_t>(i));
+}
+
 RandomPermutation::RandomPermutation(uint64_t n, uint64_t seed, uint64_t key)
     : n_(n), key_(mix_keys(seed, key)) {
   BRIGADE_CHECK(n > 0) << "permutation of an empty range";

@@ -25,6 +25,10 @@ float random_uniform(uint64_t seed, uint64_t key, uint64_t index);
 void fill_normal(float* out, int64_t n, float mean, float std, uint64_t seed, uint64_t key,
                  uint64_t first_index = 0);
 
+// out[i] = lo + (hi - lo) * U[0,1) for element (first_index + i) of stream (seed, key).
+void fill_uniform(float* out, int64_t n, float lo, float hi, uint64_t seed, uint64_t key,
+                  uint64_t first_index = 0);
+
 // A bijection of [0, n) keyed by (seed, key): a Feistel network with cycle walking.
 // Shuffles n examples without allocating a permutation table.
 class RandomPermutation {

@@ -1,13 +1,10 @@
 #include "brigade/train/evaluate.h"
 
-#include "brigade/model/mlp_classifier.h"
-
 namespace brigade {
 
 EvalSums evaluate(Model& model, const Dataset& dataset, Batch& batch, int64_t micro_batch,
                   int64_t max_batches, int64_t shard, int64_t shards) {
   EvalIterator it(dataset, micro_batch, max_batches);
-  auto* classifier = dynamic_cast<MlpClassifier*>(&model);
   EvalSums sums;
   for (int64_t k = shard; k < it.num_batches(); k += shards) {
     it.fill(batch, k);
@@ -15,7 +12,7 @@ EvalSums evaluate(Model& model, const Dataset& dataset, Batch& batch, int64_t mi
     const double loss = static_cast<double>(model.forward(batch)) - model.aux_loss();
     sums.loss_sum += loss * static_cast<double>(batch.size);
     sums.examples += static_cast<double>(batch.size);
-    if (classifier) sums.correct += static_cast<double>(classifier->correct_predictions());
+    sums.correct += static_cast<double>(model.correct_predictions());  // 0 unless a classifier
   }
   return sums;
 }

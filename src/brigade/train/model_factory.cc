@@ -1,5 +1,6 @@
 #include "brigade/train/model_factory.h"
 
+#include "brigade/model/cnn_classifier.h"
 #include "brigade/model/gpt.h"
 #include "brigade/model/mlp_classifier.h"
 
@@ -12,6 +13,7 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, int64_t max_batch,
     mlp.hidden = config.hidden;
     return std::make_unique<MlpClassifier>(mlp, max_batch);
   }
+  if (config.kind == "cnn") return std::make_unique<CnnClassifier>(cnn_config(config), max_batch);
   GptConfig gpt = gpt_config(config);
   gpt.recompute_blocks = recompute_blocks;
   return std::make_unique<Gpt>(gpt, max_batch);
@@ -28,6 +30,13 @@ GptConfig gpt_config(const ModelConfig& config) {
                    .capacity_factor = config.capacity_factor,
                    .aux_loss_coef = config.aux_loss_coef,
                    .moe_every = config.moe_every};
+}
+
+CnnConfig cnn_config(const ModelConfig& config) {
+  CnnConfig cnn;  // 28x28x1 images (the Fashion-MNIST loader refuses others), 10 classes
+  cnn.channels = config.channels;
+  cnn.hidden = config.hidden;
+  return cnn;
 }
 
 OptimizerConfig optimizer_config(const TrainConfig& t) {

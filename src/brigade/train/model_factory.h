@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "brigade/model/cnn_classifier.h"
 #include "brigade/model/gpt_config.h"
 #include "brigade/model/model.h"
 #include "brigade/optim/optimizer.h"
@@ -11,6 +12,9 @@ namespace brigade {
 
 // The GPT shape a [model] section describes (mixture-of-experts keys included).
 GptConfig gpt_config(const ModelConfig& config);
+
+// The CNN a [model] section with kind = "cnn" describes (model.channels, model.hidden).
+CnnConfig cnn_config(const ModelConfig& config);
 
 // The model a config describes, with activation buffers for micro-batches of max_batch
 // examples. Parameters are zero until Model::initialize(). recompute_blocks: a GPT keeps only

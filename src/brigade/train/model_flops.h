@@ -5,8 +5,9 @@
 // and value products over the full T x T (causal masking not discounted). The matmul parameters
 // are the blocks' c_attn, attn.c_proj and MLP weights and the tied head (V x C); embeddings
 // lookups and biases are not matmuls. A mixture-of-experts block counts its router and the
-// top_k experts a token goes to. The MLP classifier: 6 x parameters per example. Recomputation
-// is not counted: it is work the hardware does, not the model (that would be HFU).
+// top_k experts a token goes to. The MLP classifier: 6 x parameters per example; the CNN: 6 x
+// the multiply-adds of its weights and biases at every output position (cnn_classifier.h).
+// Recomputation is not counted: it is work the hardware does, not the model (that would be HFU).
 #include "brigade/runtime/config.h"
 
 namespace brigade {

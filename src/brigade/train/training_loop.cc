@@ -265,7 +265,7 @@ void TrainingLoop::eval_and_record(int64_t step, bool final) {
                         data.unigram_bits_per_byte);
     if (final) summary_["unigram_bits_per_byte"] = data.unigram_bits_per_byte;
   }
-  if (config_.model.kind == "mlp") {
+  if (config_.model.is_classifier()) {
     rec["val_accuracy"] = sums.accuracy();
     line += fmt::format(", accuracy {:.2f}%", 100 * sums.accuracy());
   }
