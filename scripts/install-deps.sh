@@ -15,7 +15,7 @@ packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   libgloo-dev              # collectives over TCP
-  libzmq3-dev cppzmq-dev   # parameter-server messages (ZeroMQ, CURVE-authenticated)
+  libzmq3-dev cppzmq-dev   # parameter-server and federated messages (ZeroMQ, CURVE)
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (the published Event schema)
   python3-protobuf         # tests: an independent reader of those files
   chromium                 # tests: `brigade report` pages opened in a real, headless browser
@@ -23,6 +23,7 @@ packages=(
   fortunes                 # default text corpus: /usr/share/games/fortunes
   dataset-fashion-mnist    # image data set: /usr/share/datasets/fashion-mnist
   iproute2                 # network namespaces for slow-link emulation
+  strace                   # tests: which files each federated process opens
 )
 
 missing=()

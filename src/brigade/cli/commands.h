@@ -24,7 +24,12 @@ Command add_partition(CLI::App& app);
 // For `brigade launch`: when the worker command is `train <config> [--set ...]`, loads and
 // validates that config, so a bad one is refused (ConfigError) before any worker starts.
 // Other worker commands are left to the workers. world_size > 0: the job's process count, checked
-// against the [parallel] mesh (train/hybrid_layout.h).
-void validate_worker_config(const std::vector<std::string>& worker_args, int world_size = 0);
+// against the [parallel] mesh (train/hybrid_layout.h). Returns what the launcher needs to know
+// of the job.
+struct WorkerConfigFacts {
+  bool federated = false;  // sync.method = "fed": ranks >= 1 are clients that may drop out
+};
+WorkerConfigFacts validate_worker_config(const std::vector<std::string>& worker_args,
+                                         int world_size = 0);
 
 }  // namespace brigade::cli

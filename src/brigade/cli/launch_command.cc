@@ -133,7 +133,10 @@ Command add_launch(CLI::App& app) {
     // The launch options first (they name the flag), then the worker's config, all before any
     // worker starts.
     options.validate();
-    if (!options.exec_raw) validate_worker_config(options.args, options.nproc * options.nnodes);
+    if (!options.exec_raw &&
+        validate_worker_config(options.args, options.nproc * options.nnodes).federated) {
+      options.droppable_from_rank = 1;  // federated clients (train/fed_roles.h)
+    }
     return launch(options);
   };
 }

@@ -5,6 +5,7 @@
 #include "brigade/base/thread_name.h"
 #include "brigade/cli/commands.h"
 #include "brigade/runtime/config.h"
+#include "brigade/train/fed_roles.h"
 #include "brigade/train/hybrid_layout.h"
 #include "brigade/train/ps_roles.h"
 #include "brigade/train/trainer.h"
@@ -24,8 +25,9 @@ void add_config_args(CLI::App* sub, ConfigArgs& args) {
 }
 }  // namespace
 
-void validate_worker_config(const std::vector<std::string>& worker_args, int world_size) {
-  if (worker_args.empty() || worker_args[0] != "train") return;
+WorkerConfigFacts validate_worker_config(const std::vector<std::string>& worker_args,
+                                         int world_size) {
+  if (worker_args.empty() || worker_args[0] != "train") return {};
   CLI::App app("worker");
   ConfigArgs args;
   add_config_args(&app, args);
@@ -33,7 +35,7 @@ void validate_worker_config(const std::vector<std::string>& worker_args, int wor
   try {
     app.parse(rest);
   } catch (const CLI::ParseError&) {
-    return;  // the worker reports its own command-line errors
+    return {};  // the worker reports its own command-line errors
   }
   Config config = load_config(args.path, args.overrides);
   config.validate();
@@ -44,6 +46,9 @@ void validate_worker_config(const std::vector<std::string>& worker_args, int wor
   }
   // Parameter servers: at least one process must be left to train.
   if (world_size > 0 && config.sync.method == "ps") ps_workers(config, world_size);
+  // A federation: a coordinator and at least fed.min_clients clients.
+  if (world_size > 0 && config.sync.method == "fed") federation_clients(config, world_size);
+  return {.federated = config.sync.method == "fed"};
 }
 
 Command add_train(CLI::App& app) {

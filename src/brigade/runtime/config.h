@@ -113,6 +113,7 @@ struct ParallelConfig {
 // or a compressed gradient (PowerSGD, EF-signSGD, top-k with error feedback).
 struct SyncConfig {
   // "ddp" | "diloco" | "demo" | "powersgd" | "signef" | "topk" | "ps" (parameter servers, [ps])
+  // | "fed" (federated learning, [fed])
   std::string method = "ddp";
   // Wire format of the exchange; "auto" = the method's default (ddp: parallel.grad_wire,
   // signef: "1bit", others "f32"). ddp: f32, bf16; diloco: f32, int8, dct_topk, 1bit; demo:
@@ -160,6 +161,32 @@ struct PsConfig {
   std::string bind;                 // address servers bind; empty: comm.host
 };
 
+// sync.method = "fed": federated learning (fed/, docs/federated.md). Rank 0 is the coordinator
+// (the global model and the server optimizer; reads only fed.test_data), every other rank a
+// client that trains on its own folder, fed.client_data with "{client}" replaced by its index.
+struct FedConfig {
+  int64_t rounds = 50;
+  int64_t clients_per_round = 0;  // sampled per round from the connected clients; 0: all of them
+  int64_t min_clients = 1;        // fewest answers a round aggregates, else it is retried
+  int64_t local_epochs = 1;       // passes over a client's data per round
+  int64_t local_steps = 0;        // > 0: this many local SGD steps instead of local_epochs
+  double round_deadline_s = 600;  // answers after this are dropped from the round
+  int64_t round_retries = 3;      // attempts of a round beyond the first before the run stops
+  std::string strategy = "fedavg";      // "fedavg" | "fedprox" | "scaffold"
+  double mu = 0.01;                     // fedprox: proximal weight
+  std::string server_optimizer = "avg";  // "avg" | "avgm" | "adam" | "yogi"
+  double server_lr = 1.0;
+  double server_momentum = 0.9;  // avgm
+  double server_beta1 = 0.9;     // adam, yogi
+  double server_beta2 = 0.99;    // adam, yogi
+  double server_tau = 1e-3;      // adam, yogi: adaptivity (denominator guard)
+  std::string client_data;       // a client's folder; "{client}" is replaced by its index
+  std::string test_data;         // the coordinator's held-out set; "" = data.path's t10k split
+  int64_t eval_every = 1;        // rounds between evaluations of the global model (0: at the end)
+  int64_t ckpt_every = 1;        // rounds between coordinator checkpoints (0: at the end)
+  std::string bind;              // the coordinator's address; empty: comm.host
+};
+
 struct CommConfig {
   std::string backend = "gloo";  // registered communicator backend
   double timeout_s = 60;         // every collective and the rendezvous give up after this
@@ -193,6 +220,7 @@ struct Config {
   ParallelConfig parallel;
   SyncConfig sync;
   PsConfig ps;
+  FedConfig fed;
   CommConfig comm;
   MonitorConfig monitor;
 

@@ -56,13 +56,13 @@ std::vector<const char*> payloads_of(const std::string& method) {
   if (method == "demo") return {"auto", "f32", "bf16", "1bit"};
   if (method == "powersgd") return {"auto", "f32"};
   if (method == "signef") return {"auto", "1bit"};
-  if (method == "ps") return {"auto", "f32"};
+  if (method == "ps" || method == "fed") return {"auto", "f32"};
   return {"auto", "f32", "bf16"};  // topk
 }
 
 void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
   require_one_of(sync.method, "sync.method",
-                 {"ddp", "diloco", "demo", "powersgd", "signef", "topk", "ps"});
+                 {"ddp", "diloco", "demo", "powersgd", "signef", "topk", "ps", "fed"});
   std::string list;
   bool known = false;
   for (const char* p : payloads_of(sync.method)) {
@@ -126,6 +126,47 @@ void validate_ps(const PsConfig& ps, const SyncConfig& sync) {
   require_range(ps.staleness, "ps.staleness", 0, 1 << 20);
   require(!ps.staleness_lr || ps.consistency != "bsp" || sync.method != "ps", "ps.staleness_lr",
           "true", "applies to ps.consistency = \"ssp\" or \"asp\" (under bsp no update is stale)");
+}
+
+// [fed] keys are checked whatever the method; the rules that tie them to the model and data
+// apply with sync.method = "fed". The job's size is checked where it is known (train/fed_roles.h).
+void validate_fed(const FedConfig& fed, const SyncConfig& sync, const ModelConfig& model,
+                  const DataConfig& data, const ParallelConfig& parallel) {
+  require_range(fed.rounds, "fed.rounds", 1, 1 << 24);
+  require_range(fed.clients_per_round, "fed.clients_per_round", 0, 1 << 20);
+  require_range(fed.min_clients, "fed.min_clients", 1, 1 << 20);
+  require(fed.clients_per_round == 0 || fed.min_clients <= fed.clients_per_round, "fed.min_clients",
+          fed.min_clients,
+          fmt::format("must be at most fed.clients_per_round = {} (a round never has more "
+                      "answers than clients asked)",
+                      fed.clients_per_round));
+  require_range(fed.local_epochs, "fed.local_epochs", 1, 1 << 20);
+  require_range(fed.local_steps, "fed.local_steps", 0, 1 << 30);
+  require_real(fed.round_deadline_s, "fed.round_deadline_s", 0.0, 7 * 86400.0, true);
+  require_range(fed.round_retries, "fed.round_retries", 0, 1000);
+  require_one_of(fed.strategy, "fed.strategy", {"fedavg", "fedprox", "scaffold"});
+  require_real(fed.mu, "fed.mu", 0.0, 1e6, false);
+  require_one_of(fed.server_optimizer, "fed.server_optimizer", {"avg", "avgm", "adam", "yogi"});
+  require_real(fed.server_lr, "fed.server_lr", 0.0, 1e3, true);
+  require_real(fed.server_momentum, "fed.server_momentum", 0.0, 0.999999, false);
+  require_real(fed.server_beta1, "fed.server_beta1", 0.0, 0.999999, false);
+  require_real(fed.server_beta2, "fed.server_beta2", 0.0, 0.999999, false);
+  require_real(fed.server_tau, "fed.server_tau", 0.0, 1e3, true);
+  require_range(fed.eval_every, "fed.eval_every", 0, 1 << 24);
+  require_range(fed.ckpt_every, "fed.ckpt_every", 0, 1 << 24);
+  if (sync.method != "fed") return;
+  require(model.kind != "gpt", "model.kind", quote(model.kind),
+          "federated learning trains the classifiers for now: use \"mlp\" or \"cnn\"");
+  require(data.source == "fashion_mnist", "data.source", quote(data.source),
+          "federated clients read Fashion-MNIST folders written by `brigade partition` for now: "
+          "use \"fashion_mnist\"");
+  require(!fed.client_data.empty(), "fed.client_data", "\"\"",
+          "must name each client's folder, with {client} for its index (for example "
+          "\"data/fmnist-dir0.5/client_{client}\", written by `brigade partition`)");
+  require(parallel.dp <= 1 && parallel.tp == 1 && parallel.pp == 1 && parallel.zero == 0,
+          "parallel", "a layout",
+          "does not apply with sync.method = \"fed\": every client trains a whole model of its "
+          "own; leave [parallel] at its defaults");
 }
 
 // Mixture-of-experts keys (model.n_experts > 0 turns them on; docs/parallelism.md). Every key
@@ -318,6 +359,7 @@ void Config::validate() const {
 
   validate_sync(sync, parallel);
   validate_ps(ps, sync);
+  validate_fed(fed, sync, model, data, parallel);
   validate_model_parallel(parallel, sync, model);
   if (train.recompute == "block") {
     require(model.kind == "gpt", "train.recompute", "\"block\"",

@@ -62,6 +62,7 @@ struct Worker {
   int beat_fd = -1;  // the launcher's end of the heartbeat socket; -1 when off or closed
   HeartbeatWatch beats;
   bool running = true;
+  bool dropped = false;  // a droppable worker that failed (LaunchOptions::droppable_from_rank)
   std::unique_ptr<LineRelay> out, err;
 };
 
@@ -260,6 +261,18 @@ class Supervisor {
     }
   }
 
+  bool droppable(const Worker& w) const {
+    return o_.droppable_from_rank > 0 && w.rank >= o_.droppable_from_rank;
+  }
+
+  // A droppable worker failed (launcher.h): say so once; the others go on.
+  void worker_dropped(Worker& w, const std::string& how) {
+    if (w.dropped) return;
+    w.dropped = true;
+    launcher_say("rank " + std::to_string(w.rank) + " " + how + "; it leaves the job, the " +
+                 std::to_string(running_) + " other worker(s) go on");
+  }
+
   // The first failure of a running group: remember who and how, stop everybody.
   void worker_failed(const Worker& w, const std::string& how, int exit_code, bool hung) {
     outcome_.kind = GroupOutcome::Kind::kWorkerFailed;
@@ -295,8 +308,12 @@ class Supervisor {
       bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       if (!ok && phase_ == Phase::kRunning) {
         std::string what = WIFSIGNALED(status) ? "was " : "exited with ";
-        worker_failed(*w, what + describe_wait_status(status),
-                      WIFEXITED(status) ? WEXITSTATUS(status) : -1, false);
+        if (droppable(*w)) {
+          worker_dropped(*w, what + describe_wait_status(status));
+        } else {
+          worker_failed(*w, what + describe_wait_status(status),
+                        WIFEXITED(status) ? WEXITSTATUS(status) : -1, false);
+        }
       }
     }
   }
@@ -308,7 +325,7 @@ class Supervisor {
     if (phase_ != Phase::kRunning || heartbeat_timeout_.count() <= 0) return;
     auto now = Clock::now();
     for (auto& w : workers_) {
-      if (!w.running || !w.beats.overdue(now, heartbeat_timeout_)) continue;
+      if (!w.running || w.dropped || !w.beats.overdue(now, heartbeat_timeout_)) continue;
       // Take what the socket holds first: a beat may have arrived since the last poll.
       if (w.beat_fd >= 0) read_stream(w, Stream::kBeat);
       if (!w.beats.overdue(now, heartbeat_timeout_)) continue;
@@ -316,10 +333,15 @@ class Supervisor {
       char text[32];
       std::snprintf(text, sizeof(text), "%.1f", silent);
       signal_group(w.proc.pid, SIGKILL);
-      worker_failed(w,
-                    "sent no heartbeat for " + std::string(text) + " s (--heartbeat-timeout " +
-                        seconds_text(o_.heartbeat_timeout_s) + "); killed it (SIGKILL)",
-                    -1, true);
+      const std::string how = "sent no heartbeat for " + std::string(text) +
+                              " s (--heartbeat-timeout " + seconds_text(o_.heartbeat_timeout_s) +
+                              "); killed it (SIGKILL)";
+      if (droppable(w)) {
+        w.dropped = true;
+        launcher_say("rank " + std::to_string(w.rank) + " " + how + "; the others go on");
+        continue;
+      }
+      worker_failed(w, how, -1, true);
       return;
     }
   }

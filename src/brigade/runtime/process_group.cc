@@ -41,7 +41,7 @@ std::shared_ptr<Store> open_store(const CommConfig& comm, const DistEnv& env,
 
 }  // namespace
 
-ProcessGroup join_process_group(const CommConfig& comm, const DistEnv& env) {
+ProcessGroup join_process_group(const CommConfig& comm, const DistEnv& env, bool communicator) {
   ProcessGroup group;
   group.env = env;
   group.heartbeat = start_heartbeat_from_env();
@@ -56,7 +56,7 @@ ProcessGroup join_process_group(const CommConfig& comm, const DistEnv& env) {
   o.timeout = timeout;
   o.hostname = comm.host;
   o.validate();
-  group.world = create_communicator(o);
+  if (communicator) group.world = create_communicator(o);
   return group;
 }
 

@@ -30,7 +30,10 @@ inline constexpr const char* kStoreDirEnv = "BRIGADE_STORE_DIR";
 // process stopped during the rendezvous is found too. Single process: no store, no
 // communicator. Otherwise the store comm.store selects and a
 // connected world communicator. Throws ConfigError for an unusable choice (naming the key),
-// CommError when peers do not join within comm.timeout_s.
-ProcessGroup join_process_group(const CommConfig& comm, const DistEnv& env);
+// CommError when peers do not join within comm.timeout_s. communicator = false opens only the
+// store (roles that talk point to point, such as a federation, need no world communicator, whose
+// rendezvous would wait for every process).
+ProcessGroup join_process_group(const CommConfig& comm, const DistEnv& env,
+                                bool communicator = true);
 
 }  // namespace brigade

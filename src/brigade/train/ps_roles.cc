@@ -44,7 +44,8 @@ int serve_parameters(const Config& config, ProcessGroup& group, int workers) {
   const CurveKeyPair keys = CurveKeyPair::generate();
   const std::string host = config.ps.bind.empty() ? config.comm.host : config.ps.bind;
   // The largest message is init: the range's parameters and optimizer state.
-  PsServerSocket socket(keys, std::move(allow), host, server.state_values() * 4 + 4096, log_line);
+  CurveServerSocket socket(keys, std::move(allow), host, server.state_values() * 4 + 4096,
+                           "a parameter server", "ps.bind", log_line);
   ps_publish_server(store, index, {.endpoint = socket.endpoint(), .public_key = keys.public_key});
   log.info("parameter server {} of {}: elements [{}, {}) of {}, {}, {} workers, at {}", index,
            group.size() - workers, begin, end, model->num_params(), config.ps.consistency, workers,

@@ -11,6 +11,7 @@
 #include "brigade/train/dp_engine.h"
 #include "brigade/train/hybrid_layout.h"
 #include "brigade/train/model_parallel_engine.h"
+#include "brigade/train/fed_roles.h"
 #include "brigade/train/ps_roles.h"
 #include "brigade/train/training_loop.h"
 
@@ -30,8 +31,10 @@ void configure_kernels(const TrainConfig& train) {
 
 int train(const Config& config) {
   configure_kernels(config.train);
-  ProcessGroup group = join_process_group(config.comm, detect_dist_env());
+  const bool federated = config.sync.method == "fed";
+  ProcessGroup group = join_process_group(config.comm, detect_dist_env(), !federated);
   detail::set_log_rank(group.rank());
+  if (federated) return train_federated(config, std::move(group));
   if (config.sync.method == "ps") return train_with_parameter_servers(config, std::move(group));
   if (is_model_parallel(config)) {
     HybridLayout layout = model_parallel_layout(config, group);

@@ -1,6 +1,6 @@
 #pragma once
 // The parameter-server messages (sync/ps/): what workers and servers say to each other over
-// ZeroMQ (ps_transport.h). A message is one ZeroMQ multipart message of 1 to 3 frames:
+// ZeroMQ (comm/curve_socket.h). A message is one ZeroMQ multipart message of 1 to 3 frames:
 //
 //   frame 0  PsHeader, fixed size, little-endian as the host writes it (both ends run brigade
 //            on the same architecture; the magic and version catch anything else)

@@ -1,7 +1,7 @@
 #pragma once
 // How parameter servers and workers find and trust each other, through the job's rendezvous
 // store (comm/store.h, which admits only holders of the job's token): every process publishes
-// the public half of a CURVE key pair it has just created (ps_transport.h); servers wait for
+// the public half of a CURVE key pair it has just created (comm/curve_socket.h); servers wait for
 // every worker's key (their allow-list), bind, and publish their endpoint; workers wait for
 // the servers'. Worker 0 draws the run tag every message carries. Every wait is bounded by the
 // store's timeout.
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "brigade/comm/store.h"
-#include "brigade/sync/ps/ps_transport.h"
+#include "brigade/comm/curve_socket.h"
 
 namespace brigade {
 

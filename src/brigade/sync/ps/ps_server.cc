@@ -292,7 +292,7 @@ void ParameterServer::on_stop(const PsMessage& m, const Reply& reply) {
   answer_ready_pulls(reply);  // under ssp the others no longer wait for it
 }
 
-void ParameterServer::serve(PsServerSocket& socket) {
+void ParameterServer::serve(CurveServerSocket& socket) {
   std::vector<zmq::message_t> identity(static_cast<size_t>(options_.workers));
   std::vector<char> known(static_cast<size_t>(options_.workers), 0);
   const Reply reply = [&](int worker, zmq::multipart_t&& frames) {
@@ -300,7 +300,7 @@ void ParameterServer::serve(PsServerSocket& socket) {
     socket.send(identity[static_cast<size_t>(worker)], std::move(frames));
   };
   while (!done()) {
-    std::optional<PsServerSocket::Received> r = socket.receive(options_.timeout);
+    std::optional<CurveServerSocket::Received> r = socket.receive(options_.timeout);
     if (!r) {
       std::string silent;
       for (size_t w = 0; w < stopped_.size(); ++w) {
@@ -311,14 +311,14 @@ void ParameterServer::serve(PsServerSocket& socket) {
                                   "(workers still running: {})",
                                   options_.index, options_.timeout.count() / 1000.0, silent));
     }
-    if (r->worker < 0 || r->worker >= options_.workers) {
-      refuse(r->worker, "a connection without a worker's key");
+    if (r->peer < 0 || r->peer >= options_.workers) {
+      refuse(r->peer, "a connection without a worker's key");
       continue;
     }
-    const size_t w = static_cast<size_t>(r->worker);
+    const size_t w = static_cast<size_t>(r->peer);
     identity[w].copy(r->identity);  // a reconnected worker has a new routing id
     known[w] = 1;
-    handle(r->worker, std::move(r->frames), reply);
+    handle(r->peer, std::move(r->frames), reply);
   }
 }
 

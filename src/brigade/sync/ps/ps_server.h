@@ -33,7 +33,7 @@
 
 #include "brigade/optim/optimizer.h"
 #include "brigade/sync/ps/ps_message.h"
-#include "brigade/sync/ps/ps_transport.h"
+#include "brigade/comm/curve_socket.h"
 
 namespace brigade {
 
@@ -62,7 +62,7 @@ class ParameterServer {
 
   // Serves until every worker has sent kStop. Throws CommError when no message arrives for
   // options.timeout.
-  void serve(PsServerSocket& socket);
+  void serve(CurveServerSocket& socket);
 
   // What the server has applied (for its log and tests).
   const PsStalenessRecord& staleness() const { return staleness_; }

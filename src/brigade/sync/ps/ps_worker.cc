@@ -30,7 +30,7 @@ PsWorker::PsWorker(Model& model, const OptimizerConfig& optimizer, const PsWorke
       ps_worker_rendezvous(store, options_.worker, options_.servers, keys_, &run_tag_);
   for (int k = 0; k < options_.servers; ++k) {
     ranges_.push_back(ps_server_range(model_.num_params(), options_.servers, k));
-    links_.push_back(std::make_unique<PsWorkerLink>(keys_,
+    links_.push_back(std::make_unique<CurveClientLink>(keys_,
                                                     servers[static_cast<size_t>(k)].public_key,
                                                     servers[static_cast<size_t>(k)].endpoint));
   }

@@ -33,7 +33,7 @@
 #include "brigade/parallel/dp_strategy.h"
 #include "brigade/sync/ps/ps_message.h"
 #include "brigade/sync/ps/ps_server.h"
-#include "brigade/sync/ps/ps_transport.h"
+#include "brigade/comm/curve_socket.h"
 
 namespace brigade {
 
@@ -89,7 +89,7 @@ class PsWorker : public DpStrategy {
   CurveKeyPair keys_;
   uint64_t run_tag_ = 0;
   std::vector<std::pair<int64_t, int64_t>> ranges_;
-  std::vector<std::unique_ptr<PsWorkerLink>> links_;
+  std::vector<std::unique_ptr<CurveClientLink>> links_;
   std::unique_ptr<Optimizer> staging_;  // worker 0: the servers' state, copied for checkpoints
   CommStats stats_;
   int64_t clock_ = 0;       // this invocation's steps taken (applied or skipped)

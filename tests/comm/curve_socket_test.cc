@@ -2,7 +2,7 @@
 // allow-list reaches the server, which learns the worker's index from the handshake (not from
 // the message); a peer with another key, or with no encryption at all, never delivers a byte
 // and the refusal is logged; a message over the size bound drops the connection.
-#include "brigade/sync/ps/ps_transport.h"
+#include "brigade/comm/curve_socket.h"
 
 #include <gtest/gtest.h>
 
@@ -23,14 +23,14 @@ zmq::multipart_t hello(const std::string& text) {
   return m;
 }
 
-class PsTransport : public ::testing::Test {
+class CurveSocket : public ::testing::Test {
  protected:
-  PsTransport()
+  CurveSocket()
       : server_keys_(CurveKeyPair::generate()),
         alice_(CurveKeyPair::generate()),
         bob_(CurveKeyPair::generate()),
         socket_(server_keys_, {{alice_.public_key, 0}, {bob_.public_key, 1}}, "127.0.0.1", 1024,
-                [this](const std::string& line) {
+                "a test server", "test.bind", [this](const std::string& line) {
                   std::lock_guard<std::mutex> lock(mu_);
                   log_.push_back(line);
                 }) {}
@@ -43,21 +43,21 @@ class PsTransport : public ::testing::Test {
   CurveKeyPair server_keys_, alice_, bob_;
   std::mutex mu_;
   std::vector<std::string> log_;
-  PsServerSocket socket_;
+  CurveServerSocket socket_;
 };
 
-TEST_F(PsTransport, AllowedWorkersAreKnownByTheirKey) {
+TEST_F(CurveSocket, AllowedWorkersAreKnownByTheirKey) {
   EXPECT_EQ(socket_.endpoint().rfind("tcp://127.0.0.1:", 0), 0u) << socket_.endpoint();
-  PsWorkerLink a(alice_, server_keys_.public_key, socket_.endpoint());
-  PsWorkerLink b(bob_, server_keys_.public_key, socket_.endpoint());
+  CurveClientLink a(alice_, server_keys_.public_key, socket_.endpoint());
+  CurveClientLink b(bob_, server_keys_.public_key, socket_.endpoint());
   b.send(hello("from b"));
   a.send(hello("from a"));
   std::vector<std::pair<int, std::string>> got;
   for (int i = 0; i < 2; ++i) {
     auto r = socket_.receive(milliseconds(5000));
     ASSERT_TRUE(r);
-    got.emplace_back(r->worker, r->frames[0].to_string());
-    socket_.send(r->identity, hello("reply to " + std::to_string(r->worker)));
+    got.emplace_back(r->peer, r->frames[0].to_string());
+    socket_.send(r->identity, hello("reply to " + std::to_string(r->peer)));
   }
   std::sort(got.begin(), got.end());
   EXPECT_EQ(got, (std::vector<std::pair<int, std::string>>{{0, "from a"}, {1, "from b"}}));
@@ -67,9 +67,9 @@ TEST_F(PsTransport, AllowedWorkersAreKnownByTheirKey) {
   EXPECT_TRUE(log().empty());
 }
 
-TEST_F(PsTransport, StrangersAreRefusedAndLogged) {
+TEST_F(CurveSocket, StrangersAreRefusedAndLogged) {
   const CurveKeyPair mallory = CurveKeyPair::generate();
-  PsWorkerLink m(mallory, server_keys_.public_key, socket_.endpoint());
+  CurveClientLink m(mallory, server_keys_.public_key, socket_.endpoint());
   m.send(hello("let me in"));
   // A plain-text peer: no CURVE handshake at all.
   zmq::context_t context;
@@ -85,22 +85,22 @@ TEST_F(PsTransport, StrangersAreRefusedAndLogged) {
   }
   EXPECT_TRUE(logged);
   // The allowed worker still gets through afterwards.
-  PsWorkerLink a(alice_, server_keys_.public_key, socket_.endpoint());
+  CurveClientLink a(alice_, server_keys_.public_key, socket_.endpoint());
   a.send(hello("still here"));
   auto r = socket_.receive(milliseconds(5000));
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->worker, 0);
+  EXPECT_EQ(r->peer, 0);
 }
 
-TEST_F(PsTransport, AWorkerWithTheWrongServerKeyNeverConnects) {
+TEST_F(CurveSocket, AWorkerWithTheWrongServerKeyNeverConnects) {
   const CurveKeyPair impostor = CurveKeyPair::generate();
-  PsWorkerLink a(alice_, impostor.public_key, socket_.endpoint());
+  CurveClientLink a(alice_, impostor.public_key, socket_.endpoint());
   a.send(hello("to whom?"));
   EXPECT_FALSE(socket_.receive(milliseconds(1000)));
 }
 
-TEST_F(PsTransport, OversizedMessagesAreDropped) {
-  PsWorkerLink a(alice_, server_keys_.public_key, socket_.endpoint());
+TEST_F(CurveSocket, OversizedMessagesAreDropped) {
+  CurveClientLink a(alice_, server_keys_.public_key, socket_.endpoint());
   a.send(hello(std::string(4096, 'x')));  // over the 1024-byte bound
   EXPECT_FALSE(socket_.receive(milliseconds(1000)));
 }

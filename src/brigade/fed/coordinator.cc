@@ -1,0 +1,331 @@
+#include "brigade/fed/coordinator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "brigade/base/error.h"
+#include "brigade/fed/local_training.h"
+#include "brigade/fed/state_file.h"
+#include "brigade/fed/update_check.h"
+
+namespace brigade {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+int64_t message_bytes(const zmq::multipart_t& frames) {
+  int64_t bytes = 0;
+  for (const zmq::message_t& f : frames) bytes += static_cast<int64_t>(f.size());
+  return bytes;
+}
+
+ServerOptimizerConfig server_optimizer_config(const FedConfig& fed) {
+  return {.name = fed.server_optimizer,
+          .lr = static_cast<float>(fed.server_lr),
+          .momentum = static_cast<float>(fed.server_momentum),
+          .beta1 = static_cast<float>(fed.server_beta1),
+          .beta2 = static_cast<float>(fed.server_beta2),
+          .tau = static_cast<float>(fed.server_tau)};
+}
+
+}  // namespace
+
+Coordinator::Coordinator(const CoordinatorSetup& setup, Model& eval_model, const ImageSet& test,
+                         CurveServerSocket& socket, std::function<void()> refresh_keys,
+                         MetricsWriter& metrics, Log& log)
+    : setup_(setup),
+      model_(eval_model),
+      test_(test),
+      socket_(socket),
+      refresh_keys_(std::move(refresh_keys)),
+      metrics_(metrics),
+      log_(log),
+      n_(eval_model.num_params()),
+      scaffold_(setup.fed.strategy == "scaffold") {
+  if (scaffold_) control_.assign(static_cast<size_t>(n_), 0.0f);
+  delta_.assign(static_cast<size_t>(n_), 0.0f);
+  server_ = std::make_unique<ServerOptimizer>(server_optimizer_config(setup_.fed), n_);
+  eval_batch_.features.resize(static_cast<size_t>(model_.max_batch() * test_.dim));
+  eval_batch_.targets.resize(static_cast<size_t>(model_.max_batch()));
+}
+
+void Coordinator::load_or_initialize() {
+  const std::string& path = setup_.state_path;
+  if (!setup_.resume || !std::filesystem::exists(path)) {
+    model_.initialize(setup_.seed);
+    next_round_ = 0;
+    return;
+  }
+  const StateFile state = read_state_file(path);
+  const std::vector<float>& params = state.tensor("params", n_, path);
+  std::memcpy(model_.params(), params.data(), sizeof(float) * n_);
+  if (scaffold_) control_ = state.tensor("control", n_, path);
+  for (auto& [name, buffer] : server_->state()) *buffer = state.tensor(name, n_, path);
+  next_round_ = state.int_or("next_round", 0);
+  if (next_round_ < 0 || next_round_ > setup_.fed.rounds) {
+    throw CheckpointError(fmt::format("{}: next round {} outside [0, fed.rounds = {}]", path,
+                                      next_round_, setup_.fed.rounds));
+  }
+  log_.info("resuming the federation from {} at round {}", path, next_round_);
+}
+
+void Coordinator::save(int64_t next_round) {
+  StateFile state;
+  state.ints["next_round"] = next_round;
+  state.ints["clients"] = setup_.clients;
+  state.tensors["params"].assign(model_.params(), model_.params() + n_);
+  if (scaffold_) state.tensors["control"] = control_;
+  for (auto& [name, buffer] : server_->state()) state.tensors[name] = *buffer;
+  write_state_file(setup_.state_path, state);
+}
+
+void Coordinator::refuse(int peer, const std::string& why) {
+  ++refused_;
+  log_.info("refused a message from client {}: {}", peer, why);
+}
+
+void Coordinator::note(CurveServerSocket::Received&& r) {
+  if (r.peer < 0) return;  // ZAP names every admitted connection: nothing else gets here
+  connected_[r.peer] = zmq::message_t(r.identity.data(), r.identity.size());
+  std::string why;
+  std::optional<FedMessage> m = decode_fed_message(std::move(r.frames), setup_.run_tag, n_, &why);
+  if (!m) return refuse(r.peer, why);
+  if (static_cast<FedType>(m->header.type) == FedType::kUpdate) {
+    refuse(r.peer, fmt::format("an answer to round {} attempt {}, which is over", m->header.round,
+                               m->header.attempt));
+  }
+}
+
+void Coordinator::wait_for_clients(int64_t want) {
+  const auto deadline = Clock::now() + setup_.join_timeout;
+  auto next_refresh = Clock::now();
+  while (static_cast<int64_t>(connected_.size()) < want && Clock::now() < deadline) {
+    if (Clock::now() >= next_refresh) {
+      refresh_keys_();
+      next_refresh = Clock::now() + std::chrono::milliseconds(500);
+    }
+    if (auto r = socket_.receive(std::chrono::milliseconds(100))) note(std::move(*r));
+  }
+}
+
+std::vector<int> Coordinator::sample(int64_t round, int64_t attempt) const {
+  std::vector<int> ids;
+  for (const auto& [client, identity] : connected_) ids.push_back(client);
+  const int64_t want = setup_.fed.clients_per_round;
+  if (want == 0 || want >= static_cast<int64_t>(ids.size())) return ids;
+  // A partial Fisher-Yates over the sorted ids, seeded by (seed, round, attempt).
+  std::vector<int64_t> order;
+  seeded_permutation(
+      mix_seed(setup_.seed, 0xfed, static_cast<uint64_t>(round), static_cast<uint64_t>(attempt)),
+      order, static_cast<int64_t>(ids.size()));
+  std::vector<int> chosen;
+  for (int64_t i = 0; i < want; ++i) chosen.push_back(ids[static_cast<size_t>(order[i])]);
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
+}
+
+std::map<int, Coordinator::Answer> Coordinator::collect(int64_t round, int64_t attempt,
+                                                        const std::vector<int>& asked,
+                                                        int64_t* bytes_down, int64_t* bytes_up) {
+  RoundInProgress progress;
+  progress.round = round;
+  progress.attempt = attempt;
+  progress.values = n_;
+  progress.scaffold = scaffold_;
+  const auto start = Clock::now();
+  for (int client : asked) {
+    FedHeader h;
+    h.type = static_cast<uint32_t>(FedType::kTrain);
+    h.client = static_cast<uint32_t>(client);
+    h.run_tag = setup_.run_tag;
+    h.round = round;
+    h.attempt = attempt;
+    h.count = n_;
+    h.controls = scaffold_ ? 1 : 0;
+    zmq::multipart_t frames =
+        encode_fed_message(h, model_.params(), scaffold_ ? control_.data() : nullptr);
+    const int64_t bytes = message_bytes(frames);
+    if (!socket_.send(connected_.at(client), std::move(frames))) {
+      log_.info("client {} has disconnected; it leaves the federation until it connects again",
+                client);
+      connected_.erase(client);
+      continue;
+    }
+    *bytes_down += bytes;
+    progress.asked.insert(client);
+  }
+  std::map<int, Answer> answers;
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(setup_.fed.round_deadline_s));
+  while (progress.answered.size() < progress.asked.size() && Clock::now() < deadline) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    std::optional<CurveServerSocket::Received> r =
+        socket_.receive(std::min(left, std::chrono::milliseconds(500)));
+    if (!r || r->peer < 0) continue;
+    const int peer = r->peer;
+    connected_[peer] = zmq::message_t(r->identity.data(), r->identity.size());
+    std::string why;
+    const int64_t bytes = message_bytes(r->frames);
+    std::optional<FedMessage> m =
+        decode_fed_message(std::move(r->frames), setup_.run_tag, n_, &why);
+    if (!m) {
+      refuse(peer, why);
+      continue;
+    }
+    if (static_cast<FedType>(m->header.type) == FedType::kHello) continue;
+    why = update_refusal(*m, peer, progress);
+    if (!why.empty()) {
+      refuse(peer, why);
+      continue;
+    }
+    progress.answered.insert(peer);
+    *bytes_up += bytes;
+    answers.emplace(peer, Answer{.message = std::move(*m), .seconds = seconds_since(start)});
+  }
+  return answers;
+}
+
+void Coordinator::aggregate(const std::map<int, Answer>& answers) {
+  std::vector<ClientUpdate> updates;
+  for (const auto& [client, a] : answers) {  // sorted by client: the sums' order is fixed
+    updates.push_back({.client = client,
+                       .samples = a.message.header.samples,
+                       .delta = a.message.model,
+                       .control_delta = a.message.control});
+  }
+  weighted_mean_update(updates, n_, delta_.data());
+  server_->apply(model_.params(), delta_.data());
+  if (scaffold_) apply_control_deltas(updates, n_, setup_.clients, control_.data());
+}
+
+std::pair<double, double> Coordinator::evaluate() {
+  const int64_t dim = test_.dim, max_batch = model_.max_batch();
+  double loss_sum = 0, correct = 0;
+  for (int64_t first = 0; first < test_.count; first += max_batch) {
+    const int64_t count = std::min(max_batch, test_.count - first);
+    eval_batch_.size = count;
+    std::memcpy(eval_batch_.features.data(), &test_.features[static_cast<size_t>(first * dim)],
+                sizeof(float) * count * dim);
+    std::copy_n(&test_.labels[static_cast<size_t>(first)], count, eval_batch_.targets.begin());
+    loss_sum += static_cast<double>(model_.forward(eval_batch_)) * static_cast<double>(count);
+    correct += static_cast<double>(model_.correct_predictions());
+  }
+  const auto total = static_cast<double>(std::max<int64_t>(test_.count, 1));
+  return {loss_sum / total, correct / total};
+}
+
+void Coordinator::stop_clients() {
+  for (const auto& [client, identity] : connected_) {
+    FedHeader h;
+    h.type = static_cast<uint32_t>(FedType::kStop);
+    h.client = static_cast<uint32_t>(client);
+    h.run_tag = setup_.run_tag;
+    h.round = next_round_;
+    socket_.send(identity, encode_fed_message(h, nullptr, nullptr));
+  }
+}
+
+CoordinatorOutcome Coordinator::run() {
+  load_or_initialize();
+  const FedConfig& fed = setup_.fed;
+  const int64_t last =
+      setup_.stop_after > 0 ? std::min(fed.rounds, next_round_ + setup_.stop_after) : fed.rounds;
+  CoordinatorOutcome out;
+  // The first round waits for every client it will ask (all of them, or clients_per_round),
+  // up to the join timeout; later rounds go on with whoever is connected.
+  wait_for_clients(fed.clients_per_round > 0
+                       ? std::min<int64_t>(fed.clients_per_round, setup_.clients)
+                       : setup_.clients);
+  for (int64_t round = next_round_; round < last; ++round) {
+    const auto start = Clock::now();
+    std::map<int, Answer> answers;
+    std::vector<int> asked;
+    int64_t bytes_down = 0, bytes_up = 0, attempt = 0;
+    for (;; ++attempt) {
+      wait_for_clients(fed.min_clients);
+      refresh_keys_();
+      asked = sample(round, attempt);
+      if (static_cast<int64_t>(asked.size()) >= fed.min_clients) {
+        answers = collect(round, attempt, asked, &bytes_down, &bytes_up);
+      }
+      if (static_cast<int64_t>(answers.size()) >= fed.min_clients) break;
+      const std::string what = fmt::format(
+          "round {} attempt {}: {} of {} asked clients answered within fed.round_deadline_s = {} "
+          "s, fewer than fed.min_clients = {} ({} connected)",
+          round, attempt, answers.size(), asked.size(), fed.round_deadline_s, fed.min_clients,
+          connected_.size());
+      if (attempt >= fed.round_retries) {
+        stop_clients();
+        throw CommError(
+            CommError::Kind::kTimeout,
+            what + fmt::format("; no retry left (fed.round_retries = {})", fed.round_retries));
+      }
+      log_.info("{}; retrying", what);
+    }
+    aggregate(answers);
+    next_round_ = round + 1;
+
+    nlohmann::json record = {{"round", round + 1},       {"attempts", attempt + 1},
+                             {"asked", asked.size()},    {"answered", answers.size()},
+                             {"bytes_down", bytes_down}, {"bytes_up", bytes_up},
+                             {"refused", refused_}};
+    std::vector<int> participants;
+    nlohmann::json client_seconds = nlohmann::json::object();
+    int64_t correct = 0, seen = 0;
+    double loss_sum = 0;
+    for (const auto& [client, a] : answers) {
+      participants.push_back(client);
+      client_seconds[std::to_string(client)] = a.seconds;
+      correct += a.message.header.correct;
+      seen += a.message.header.seen;
+      loss_sum += a.message.header.loss * static_cast<double>(a.message.header.seen);
+    }
+    record["participants"] = participants;
+    record["client_s"] = client_seconds;
+    record["bytes_per_client"] =
+        asked.empty() ? 0 : (bytes_down + bytes_up) / static_cast<int64_t>(asked.size());
+    if (seen > 0) {
+      record["train_loss"] = loss_sum / static_cast<double>(seen);
+      record["local_accuracy"] = static_cast<double>(correct) / static_cast<double>(seen);
+    }
+    const bool eval_now =
+        (fed.eval_every > 0 && next_round_ % fed.eval_every == 0) || next_round_ == last;
+    std::string test_text;
+    if (eval_now) {
+      std::tie(out.test_loss, out.test_accuracy) = evaluate();
+      record["test_loss"] = out.test_loss;
+      record["test_accuracy"] = out.test_accuracy;
+      test_text = fmt::format(", test accuracy {:.2f}% (loss {:.4f})", 100 * out.test_accuracy,
+                              out.test_loss);
+    }
+    out.interrupted = next_round_ < last && setup_.stop_requested();
+    const bool save_now = (fed.ckpt_every > 0 && next_round_ % fed.ckpt_every == 0) ||
+                          next_round_ == last || out.interrupted;
+    if (save_now) save(next_round_);
+    record["round_s"] = seconds_since(start);
+    metrics_.write("round", record);
+    log_.info("round {}/{}: {} of {} clients answered in {:.2f} s{}, {:.2f} MB moved", next_round_,
+              fed.rounds, answers.size(), asked.size(), seconds_since(start), test_text,
+              static_cast<double>(bytes_down + bytes_up) / 1e6);
+    ++out.rounds_done;
+    if (out.interrupted) {
+      log_.info("interrupted: round {} is saved; rerun the same command to go on", next_round_);
+      break;
+    }
+  }
+  out.next_round = next_round_;
+  stop_clients();
+  return out;
+}
+
+}  // namespace brigade

@@ -1,0 +1,101 @@
+#pragma once
+// The federated coordinator (McMahan et al. 2017, in Flower's shape): it holds the global model,
+// the server optimizer and SCAFFOLD's global control variate, and never reads training data.
+// Per round it samples clients among the connected ones (seeded by run seed, round and attempt),
+// sends them the global model, collects the answers that arrive before fed.round_deadline_s,
+// and aggregates them when at least fed.min_clients answered; otherwise it retries the round
+// (fed.round_retries times, then stops with exit code 5). Every round's participants, durations
+// and bytes, and the global model's test loss and accuracy, go to metrics.jsonl; its state is
+// saved every fed.ckpt_every rounds (fed/state_file.h) and a restarted coordinator resumes from
+// it bitwise.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "brigade/comm/curve_socket.h"
+#include "brigade/data/idx_reader.h"
+#include "brigade/fed/fed_aggregate.h"
+#include "brigade/fed/fed_message.h"
+#include "brigade/model/model.h"
+#include "brigade/monitor/log.h"
+#include "brigade/monitor/metrics.h"
+#include "brigade/runtime/config.h"
+
+namespace brigade {
+
+struct CoordinatorSetup {
+  FedConfig fed;
+  int clients = 0;         // N: the clients of the federation, indices [0, N)
+  uint64_t seed = 0;       // run.seed: initial model and client sampling
+  uint64_t run_tag = 0;    // every message carries it
+  int64_t stop_after = 0;  // rounds in this invocation; 0: to fed.rounds
+  std::string state_path;  // where the coordinator's state lives
+  bool resume = true;      // read state_path if it exists
+  std::chrono::milliseconds join_timeout{60000};  // a round's wait for min_clients to connect
+  // Checked after every round: true ends the invocation there, with the state saved (the first
+  // SIGINT/SIGTERM).
+  std::function<bool()> stop_requested = [] { return false; };
+};
+
+// What a finished invocation leaves.
+struct CoordinatorOutcome {
+  int64_t rounds_done = 0;   // rounds completed in this invocation
+  bool interrupted = false;  // stop_requested() ended it early
+  int64_t next_round = 0;
+  double test_loss = 0, test_accuracy = 0;  // of the last evaluation
+};
+
+class Coordinator {
+ public:
+  // eval_model: a model of the run's shape whose buffers hold evaluation batches; its parameters
+  // are the global model. refresh_keys: admits keys of clients that published one since.
+  Coordinator(const CoordinatorSetup& setup, Model& eval_model, const ImageSet& test,
+              CurveServerSocket& socket, std::function<void()> refresh_keys, MetricsWriter& metrics,
+              Log& log);
+
+  CoordinatorOutcome run();
+  const float* params() const { return model_.params(); }
+
+ private:
+  struct Answer {
+    FedMessage message;
+    double seconds = 0;  // from the request to the answer
+  };
+  void load_or_initialize();
+  void save(int64_t next_round);
+  // Waits until at least min_clients are connected (or the join timeout passes).
+  void wait_for_clients(int64_t want);
+  // Handles one incoming message outside a round's collection (hellos, late answers).
+  void note(CurveServerSocket::Received&& r);
+  std::vector<int> sample(int64_t round, int64_t attempt) const;
+  // One attempt of a round: returns the answers that may be aggregated.
+  std::map<int, Answer> collect(int64_t round, int64_t attempt, const std::vector<int>& asked,
+                                int64_t* bytes_down, int64_t* bytes_up);
+  void aggregate(const std::map<int, Answer>& answers);
+  std::pair<double, double> evaluate();  // test loss, accuracy
+  void stop_clients();
+  void refuse(int peer, const std::string& why);
+
+  CoordinatorSetup setup_;
+  Model& model_;
+  const ImageSet& test_;
+  CurveServerSocket& socket_;
+  std::function<void()> refresh_keys_;
+  MetricsWriter& metrics_;
+  Log& log_;
+  int64_t n_ = 0;
+  bool scaffold_ = false;
+  std::vector<float> control_;  // SCAFFOLD's c
+  std::vector<float> delta_;    // the round's mean update
+  std::unique_ptr<ServerOptimizer> server_;
+  int64_t next_round_ = 0;
+  std::map<int, zmq::message_t> connected_;  // client -> routing id of its connection
+  int64_t refused_ = 0;
+  Batch eval_batch_;
+};
+
+}  // namespace brigade

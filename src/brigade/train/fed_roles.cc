@@ -1,0 +1,174 @@
+#include "brigade/train/fed_roles.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "brigade/base/error.h"
+#include "brigade/base/file_io.h"
+#include "brigade/comm/curve_socket.h"
+#include "brigade/fed/client.h"
+#include "brigade/fed/coordinator.h"
+#include "brigade/fed/rendezvous.h"
+#include "brigade/fed/state_file.h"
+#include "brigade/monitor/log.h"
+#include "brigade/monitor/metrics.h"
+#include "brigade/runtime/interrupt.h"
+#include "brigade/runtime/run_folder.h"
+#include "brigade/train/model_factory.h"
+
+namespace brigade {
+
+namespace {
+
+constexpr const char* kDoneKey = "fed/done";
+// The coordinator evaluates the test set in batches of this many examples.
+constexpr int64_t kEvalBatch = 1000;
+
+std::chrono::milliseconds ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+std::string test_folder(const Config& config) {
+  if (!config.fed.test_data.empty()) return config.fed.test_data;
+  return config.data.path.empty() ? kDefaultFashionMnistDir : config.data.path;
+}
+
+int coordinate(const Config& config, ProcessGroup& group, int clients) {
+  const RunFolder folder = create_run_folder(config, 0);
+  Log log(0, folder.log_path());
+  const InterruptGuard interrupts;
+  make_dirs(folder.root + "/fed");
+  const std::string state_path = folder.root + "/fed/coordinator.state";
+  const bool resume = config.run.resume == "auto";
+  int64_t start_round = 0;
+  if (resume && std::filesystem::exists(state_path)) {
+    start_round = read_state_file(state_path).int_or("next_round", 0);
+  }
+  MetricsWriter metrics(folder.metrics_path());
+  metrics.begin_segment(start_round, {{"role", "coordinator"}, {"clients", clients}});
+
+  const ImageSet test = load_fashion_mnist(test_folder(config), "t10k");
+  const std::unique_ptr<Model> model = make_model(config.model, kEvalBatch);
+  Store& store = *group.world_options.store;
+  const CurveKeyPair keys = CurveKeyPair::generate();
+  auto log_line = [&log](const std::string& line) { log.line(line); };
+  // The largest message is an update with a control-variate change: two models.
+  CurveServerSocket socket(keys, {}, config.fed.bind.empty() ? config.comm.host : config.fed.bind,
+                           model->num_params() * 8 + 4096, "the federated coordinator", "fed.bind",
+                           log_line);
+  const uint64_t run_tag = draw_run_tag();
+  publish_coordinator(
+      store, {.endpoint = socket.endpoint(), .public_key = keys.public_key, .run_tag = run_tag});
+  std::vector<std::string> known(static_cast<size_t>(clients));
+  auto refresh_keys = [&] {
+    for (int k = 0; k < clients; ++k) {
+      std::string key = client_key_if_published(store, k);
+      if (key.empty() || key == known[static_cast<size_t>(k)]) continue;
+      socket.allow(key, k);
+      confirm_admission(store, k, key);
+      known[static_cast<size_t>(k)] = std::move(key);
+    }
+  };
+  log.info(
+      "federated coordinator at {}: {} clients, {} rounds, strategy {}, server optimizer {}, "
+      "model {} ({} parameters), test set {} ({} examples)",
+      socket.endpoint(), clients, config.fed.rounds, config.fed.strategy,
+      config.fed.server_optimizer, config.model.kind, model->num_params(), test_folder(config),
+      test.count);
+  const CoordinatorSetup setup{.fed = config.fed,
+                               .clients = clients,
+                               .seed = static_cast<uint64_t>(config.run.seed),
+                               .run_tag = run_tag,
+                               .stop_after = config.run.stop_after,
+                               .state_path = state_path,
+                               .resume = resume,
+                               .join_timeout = ms(config.comm.timeout_s),
+                               .stop_requested = [] { return interrupt_signal() != 0; }};
+  Coordinator coordinator(setup, *model, test, socket, refresh_keys, metrics, log);
+  const CoordinatorOutcome out = coordinator.run();
+  store.set_string(kDoneKey, "1");
+  metrics.write("summary", {{"rounds", out.next_round},
+                            {"rounds_this_segment", out.rounds_done},
+                            {"test_loss", out.test_loss},
+                            {"test_accuracy", out.test_accuracy},
+                            {"final", out.next_round == config.fed.rounds}});
+  log.info("federation {}: round {} of {}, test accuracy {:.2f}% (loss {:.4f})",
+           out.interrupted ? "interrupted" : "done", out.next_round, config.fed.rounds,
+           100 * out.test_accuracy, out.test_loss);
+  return out.interrupted ? 128 + interrupt_signal() : 0;
+}
+
+int serve_as_client(const Config& config, ProcessGroup& group, int client) {
+  const RunFolder folder = create_run_folder(config, group.rank());
+  Log log(group.rank(), folder.rank_log_path(group.rank()), false);
+  // The launcher forwards a SIGINT/SIGTERM to every rank: a client answers until the
+  // coordinator has saved its round and says stop.
+  const InterruptGuard interrupts;
+  const std::string data_dir = client_data_folder(config.fed, client);
+  const ImageSet data = load_fashion_mnist(data_dir, "train");
+  const std::unique_ptr<Model> model = make_model(config.model, config.train.micro_batch);
+  const LocalTrainingConfig local{.strategy = config.fed.strategy,
+                                  .mu = static_cast<float>(config.fed.mu),
+                                  .local_epochs = config.fed.local_epochs,
+                                  .local_steps = config.fed.local_steps,
+                                  .batch = config.train.micro_batch,
+                                  .lr = static_cast<float>(config.train.lr),
+                                  .optimizer = optimizer_config(config.train),
+                                  .seed = static_cast<uint64_t>(config.run.seed)};
+  LocalTrainer trainer(local, *model, data, client);
+  Store& store = *group.world_options.store;
+  const CurveKeyPair keys = CurveKeyPair::generate();
+  const CoordinatorAddress address = join_coordinator(store, client, keys.public_key);
+  CurveClientLink link(keys, address.public_key, address.endpoint);
+  log.info("federated client {}: {} examples from {}, coordinator at {}", client, data.count,
+           data_dir, address.endpoint);
+  make_dirs(folder.root + "/fed");
+  const ClientSetup setup{.client = client,
+                          .run_tag = address.run_tag,
+                          .state_path = fmt::format("{}/fed/client_{}.state", folder.root, client),
+                          // A round may take the coordinator's whole deadline, each retry again.
+                          .idle_timeout = ms(config.fed.round_deadline_s *
+                                                 static_cast<double>(config.fed.round_retries + 2) +
+                                             config.comm.timeout_s)};
+  Client role(
+      setup, trainer, *model, link, [&store] { return store.check({kDoneKey}); }, log);
+  const int64_t rounds = role.run();
+  log.info("federated client {}: done after {} rounds", client, rounds);
+  return 0;
+}
+
+}  // namespace
+
+std::string client_data_folder(const FedConfig& fed, int client) {
+  std::string out = fed.client_data;
+  const std::string token = "{client}";
+  for (size_t at = out.find(token); at != std::string::npos; at = out.find(token, at)) {
+    out.replace(at, token.size(), std::to_string(client));
+  }
+  return out;
+}
+
+int federation_clients(const Config& config, int world) {
+  if (world < 2) {
+    throw ConfigError(
+        "sync.method = \"fed\": the job has 1 process; a federation needs a coordinator (rank "
+        "0) and at least one client (start N + 1 processes for N clients)");
+  }
+  const int clients = world - 1;
+  if (config.fed.min_clients > clients) {
+    throw ConfigError(fmt::format(
+        "fed.min_clients = {}: the job has {} process(es), a coordinator and {} client(s); "
+        "start at least {} processes or lower fed.min_clients",
+        config.fed.min_clients, world, clients, config.fed.min_clients + 1));
+  }
+  return clients;
+}
+
+int train_federated(const Config& config, ProcessGroup group) {
+  const int clients = federation_clients(config, group.size());
+  if (group.rank() == 0) return coordinate(config, group, clients);
+  return serve_as_client(config, group, group.rank() - 1);
+}
+
+}  // namespace brigade

@@ -1,0 +1,26 @@
+#pragma once
+// sync.method = "fed": the job's processes split into a federation (fed/, docs/federated.md).
+// Rank 0 is the coordinator: it holds the global model, reads only the held-out test set
+// (fed.test_data) and writes the run folder's metrics and state. Ranks 1..N are the clients
+// 0..N-1: client k reads fed.client_data with "{client}" replaced by k, and nothing else. They
+// find each other through the job's rendezvous store and talk over ZeroMQ with CURVE keys
+// (fed/rendezvous.h). Under `brigade launch` a client that fails does not stop the job: the
+// federation goes on without it (runtime/launcher.h).
+#include <string>
+
+#include "brigade/runtime/config.h"
+#include "brigade/runtime/process_group.h"
+
+namespace brigade {
+
+// The number of clients of a job of `world` processes; throws ConfigError when no client would
+// be left or fewer than fed.min_clients.
+int federation_clients(const Config& config, int world);
+
+// fed.client_data for client k.
+std::string client_data_folder(const FedConfig& fed, int client);
+
+// Runs this process's role; returns the exit code.
+int train_federated(const Config& config, ProcessGroup group);
+
+}  // namespace brigade
