@@ -1,7 +1,6 @@
 // A parameter server (sync/ps/ps_server.h) fed mutated messages, as a broken or hostile worker
-// that got past authentication would send them. The input is the message's frames, each as a
-// 4-byte little-endian length and its bytes (at most 4 frames; what does not parse as a frame
-// is one last frame); the seeds are the messages a worker really sends, one case per state it
+// that got past authentication would send them. The input is the message's frames
+// (fuzz_frames.h); the seeds are the messages a worker really sends, one case per state it
 // can meet: a fresh server (init), and initialised BSP and SSP servers in mid-clock.
 //
 // A message is accepted or refused (the server's refusal is raised here as an IoError with the
@@ -17,6 +16,7 @@
 #include "brigade/base/error.h"
 #include "brigade/model/param_spec.h"
 #include "brigade/sync/ps/ps_server.h"
+#include "fuzz/fuzz_frames.h"
 #include "fuzz/fuzz_target.h"
 
 namespace brigade::fuzz {
@@ -27,39 +27,12 @@ constexpr uint64_t kTag = 0x5eed5eed5eed5eedull;
 constexpr int kWorkers = 2;
 constexpr int64_t kBegin = 3, kEnd = 19;  // cuts through both tensors
 constexpr int64_t kN = kEnd - kBegin;
-constexpr int kMaxFrames = 4;
 
 ParamLayout layout() {
   ParamLayout l;
   l.add({.name = "w", .shape = {3, 4}, .weight_decay = true});
   l.add({.name = "b", .shape = {9}, .weight_decay = false});
   return l;
-}
-
-std::string frames_to_input(zmq::multipart_t&& frames) {
-  std::string out;
-  for (const zmq::message_t& f : frames) {
-    const uint32_t n = static_cast<uint32_t>(f.size());
-    out.append(reinterpret_cast<const char*>(&n), 4);
-    out.append(static_cast<const char*>(f.data()), f.size());
-  }
-  return out;
-}
-
-zmq::multipart_t input_to_frames(std::string_view in) {
-  zmq::multipart_t frames;
-  size_t at = 0;
-  while (at < in.size() && frames.size() < kMaxFrames) {
-    uint32_t n = 0;
-    if (in.size() - at >= 4) std::memcpy(&n, in.data() + at, 4);
-    if (in.size() - at < 4 || n > in.size() - at - 4 || frames.size() == kMaxFrames - 1) {
-      frames.addmem(in.data() + at, in.size() - at);  // the rest as one frame
-      break;
-    }
-    frames.addmem(in.data() + at + 4, n);
-    at += 4 + n;
-  }
-  return frames;
 }
 
 PsHeader header(PsType type, int worker, int64_t clock) {

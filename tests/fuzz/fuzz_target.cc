@@ -36,6 +36,8 @@ std::vector<std::pair<std::string, Maker>>& registry() {
       {"checkpoint_shard", make_checkpoint_shard_target},
       {"store", make_store_target},
       {"ps_message", make_ps_message_target},
+      {"fed_message", make_fed_message_target},
+      {"fed_state", make_fed_state_target},
   };
   return targets;
 }

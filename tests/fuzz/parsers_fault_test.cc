@@ -57,6 +57,8 @@ constexpr Plan kPlans[] = {
     {"checkpoint_shard", 2000},
     {"store", 300},
     {"ps_message", 6000},
+    {"fed_message", 6000},
+    {"fed_state", 3000},
 };
 
 void run_plan(const std::string& target) {
@@ -134,6 +136,12 @@ TEST(ParsersFuzz, Store) {
 }
 TEST(ParsersFuzz, PsMessage) {
   run_plan("ps_message");
+}
+TEST(ParsersFuzz, FedMessage) {
+  run_plan("fed_message");
+}
+TEST(ParsersFuzz, FedState) {
+  run_plan("fed_state");
 }
 
 }  // namespace

@@ -97,10 +97,13 @@ LocalResult LocalTrainer::train(int64_t round, const float* global, const float*
     if (prox) {
       for (int64_t i = 0; i < n; ++i) g[i] += config_.mu * (w[i] - global[i]);
     }
-    if (scaffold) {
-      for (int64_t i = 0; i < n; ++i) g[i] += control[i] - client_control[i];
-    }
     optimizer_->step(w, g, 0, n, config_.lr, s + 1);
+    if (scaffold) {
+      // The correction goes to the weights, beside the optimizer (as NIID-Bench's SCAFFOLD):
+      // through momentum it would be amplified by 1 / (1 - momentum). With plain SGD both are
+      // the paper's y <- y - lr (g + c - c_i).
+      for (int64_t i = 0; i < n; ++i) w[i] -= config_.lr * (control[i] - client_control[i]);
+    }
     ++result.steps;
   }
   result.loss = result.seen > 0 ? loss_sum / static_cast<double>(result.seen) : 0.0;

@@ -4,9 +4,10 @@
 //
 //   fedavg    plain local SGD (McMahan et al. 2017)
 //   fedprox   the local gradient gets mu (w - w_global), the proximal term (Li et al. 2020)
-//   scaffold  the local gradient gets c - c_i, and afterwards the client's control variate
-//             becomes c_i+ = c_i - c + (w_global - w) / (K lr) over its K local steps (option II
-//             of Karimireddy et al. 2020); the client reports c_i+ - c_i
+//   scaffold  each local step also moves the weights by -lr (c - c_i), beside the optimizer (so
+//             momentum does not amplify it; NIID-Bench does the same), and afterwards the
+//             client's control variate becomes c_i+ = c_i - c + (w_global - w) / (K lr) over its K
+//             local steps (option II of Karimireddy et al. 2020); the client reports c_i+ - c_i
 //
 // The optimizer (train.optimizer, lr, momentum, weight decay) is fresh every round, as in
 // NIID-Bench, and the learning rate constant (train.lr). A round's example order depends only on

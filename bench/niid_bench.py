@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""NIID-Bench on brigade's federated learning (Li et al., ICDE 2022; Flower's baseline).
+
+Fashion-MNIST, the CNN of configs/federated.toml, 10 clients all in every round, 50 rounds of
+10 local epochs, batch 64, SGD lr 0.01 momentum 0.9. Each cell partitions the training split
+with `brigade partition` (seed 0), runs `brigade launch --nproc 11 -- train
+configs/federated.toml` with the strategy, and reads the coordinator's metrics: final test
+accuracy, wall time, bytes per round. Prints a table next to the published one and writes the
+results as JSON (--out).
+
+  python3 bench/niid_bench.py --cells dir0.5:fedavg,dir0.5:fedprox,dir0.5:scaffold
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARY = os.path.join(ROOT, "build", "release", "brigade")
+CONFIG = os.path.join(ROOT, "configs", "federated.toml")
+
+# Test accuracy (%) of NIID-Bench's Table (Fashion-MNIST, 10 clients).
+ANCHOR = {
+    ("iid", "fedavg"): 89.0, ("iid", "fedprox"): 89.5, ("iid", "scaffold"): 89.5,
+    ("dir0.5", "fedavg"): 88.4, ("dir0.5", "fedprox"): 88.6, ("dir0.5", "scaffold"): 88.4,
+    ("c2", "fedavg"): 81.0, ("c2", "fedprox"): 78.8, ("c2", "scaffold"): 10.0,
+    ("c3", "fedavg"): 83.2, ("c3", "fedprox"): 82.5, ("c3", "scaffold"): 84.2,
+}
+SCHEMES = {
+    "iid": ["--scheme", "iid"],
+    "dir0.5": ["--scheme", "dirichlet", "--alpha", "0.5"],
+    "c2": ["--scheme", "labels", "--labels-per-client", "2"],
+    "c3": ["--scheme", "labels", "--labels-per-client", "3"],
+}
+
+
+def partition(work, split):
+    out = os.path.join(work, split)
+    if not os.path.isdir(out):
+        subprocess.run([BINARY, "partition", "--data", "fashion_mnist", "--clients", "10",
+                        "--seed", "0", "--out", out] + SCHEMES[split], check=True)
+    return out
+
+
+def run_cell(work, split, strategy, rounds, epochs):
+    data = partition(work, split)
+    name = f"{split}-{strategy}-r{rounds}-e{epochs}"
+    cmd = [BINARY, "launch", "--nproc", "11", "--", "train", CONFIG,
+           "--set", f"fed.client_data={data}/client_{{client}}",
+           "--set", f"fed.strategy={strategy}", "--set", f"fed.rounds={rounds}",
+           "--set", f"fed.local_epochs={epochs}", "--set", f"run.out_dir={work}/runs",
+           "--set", f"run.name={name}", "--set", "run.resume=auto"]
+    start = time.time()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    wall = time.time() - start
+    records = [json.loads(l) for l in open(f"{work}/runs/{name}/metrics.jsonl")]
+    rounds_done = [r for r in records if r.get("type") == "round" and not r.get("superseded")]
+    last = rounds_done[-1]
+    return {
+        "split": split, "strategy": strategy, "rounds": rounds, "local_epochs": epochs,
+        "test_accuracy": 100 * last["test_accuracy"], "test_loss": last["test_loss"],
+        "best_accuracy": 100 * max(r["test_accuracy"] for r in rounds_done),
+        "wall_s": wall, "bytes_per_round": last["bytes_down"] + last["bytes_up"],
+        "anchor": ANCHOR.get((split, strategy)),
+    }
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--cells", default="iid:fedavg,dir0.5:fedavg,c2:fedavg",
+                   help="comma-separated split:strategy (splits iid, dir0.5, c2, c3)")
+    p.add_argument("--rounds", type=int, default=50)
+    p.add_argument("--local-epochs", type=int, default=10)
+    p.add_argument("--work", default="/tmp/brigade-niid")
+    p.add_argument("--out", default="")
+    a = p.parse_args()
+    os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+    os.makedirs(a.work, exist_ok=True)
+    results = []
+    print(f"{'split':8} {'strategy':9} {'brigade %':>9} {'NIID-Bench %':>12} {'wall s':>8} "
+          f"{'MB/round':>9}", flush=True)
+    for cell in a.cells.split(","):
+        split, strategy = cell.split(":")
+        r = run_cell(a.work, split, strategy, a.rounds, a.local_epochs)
+        results.append(r)
+        print(f"{split:8} {strategy:9} {r['test_accuracy']:9.2f} {r['anchor'] or 0:12.1f} "
+              f"{r['wall_s']:8.0f} {r['bytes_per_round'] / 1e6:9.2f}", flush=True)
+        if a.out:
+            with open(a.out, "w") as f:
+                json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
