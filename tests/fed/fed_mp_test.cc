@@ -7,7 +7,8 @@
 //   FedProx with mu = 0 equals FedAvg bitwise (and mu > 0 does not).
 //   SCAFFOLD's global model and control variate match a naive reference over 3 rounds.
 //   A client killed during the run: the rounds go on without it, every other client answers
-//   every round, the job ends with exit code 0.
+//   every round, the job ends with exit code 0; with --max-restarts the launcher starts it
+//   again and it rejoins.
 //   A coordinator stopped after 2 of 4 rounds and started again ends bitwise where an
 //   uninterrupted run ends (SCAFFOLD, so the clients' control variates resume too).
 //   Data isolation: traced with strace, the coordinator opens no client folder and each client
@@ -36,11 +37,13 @@ using testing::make_temp_dir;
 using testing::run_command;
 
 class Federation : public ::testing::Test {
- protected:
+ public:
   void SetUp() override {
     dir_ = make_temp_dir("fed");
     testing::write_tiny_federation(dir_, kClients);
   }
+
+  const std::string& dir() const { return dir_; }
 
   std::string command(const std::string& name, const std::string& fed_extra,
                       const std::string& launch_extra = "") {
@@ -162,18 +165,23 @@ pid_t worker_pid(const std::string& run_id, int rank) {
   return -1;
 }
 
-TEST_F(Federation, AKilledClientLeavesTheRoundsToTheOthers) {
-  const std::string run_id = "fedkill-" + std::to_string(::getpid());
-  // Rounds of about 2 s, to kill a client in the second; a short deadline for the round it
-  // misses.
-  const std::string cmd = command("kill",
-                                  "rounds = 3\nlocal_steps = 30000\nround_deadline_s = 4\n"
-                                  "eval_every = 0\n",
-                                  "--run-id " + run_id) +
-                          " > " + dir_ + "/kill.out 2>&1";
+// Runs a federation of `rounds` rounds of `local_steps` steps in which client 1 (rank 2) is
+// killed once the first round is in the metrics (during the second round or later: the test
+// does not depend on when); returns the launcher's output and the round records. The deadline
+// is far above a round's time, also on a loaded machine.
+std::pair<std::string, std::vector<nlohmann::json>> run_with_a_killed_client(
+    Federation& f, const std::string& name, int rounds, int local_steps,
+    const std::string& launch_extra) {
+  const std::string run_id = name + "-" + std::to_string(::getpid());
+  const std::string out_path = f.dir() + "/" + name + ".out";
+  const std::string cmd = f.command(name,
+                                    "rounds = " + std::to_string(rounds) +
+                                        "\nlocal_steps = " + std::to_string(local_steps) +
+                                        "\nround_deadline_s = 10\neval_every = 0\n",
+                                    "--run-id " + run_id + " " + launch_extra) +
+                          " > " + out_path + " 2>&1";
+  const std::string metrics = f.dir() + "/" + name + "/fed/metrics.jsonl";
   std::thread killer([&] {
-    // Client 1 (rank 2) is killed once the first round is in the metrics.
-    const std::string metrics = dir_ + "/kill/fed/metrics.jsonl";
     for (int i = 0; i < 600; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       if (!std::filesystem::exists(metrics) || testing::metrics_records(metrics, "round").empty()) {
@@ -186,17 +194,55 @@ TEST_F(Federation, AKilledClientLeavesTheRoundsToTheOthers) {
   });
   const auto r = run_command(cmd, 240);
   killer.join();
-  std::ifstream out_file(dir_ + "/kill.out");
-  const std::string out((std::istreambuf_iterator<char>(out_file)),
-                        std::istreambuf_iterator<char>());
-  ASSERT_EQ(r.exit_code, 0) << out;
-  EXPECT_NE(out.find("rank 2 was killed by SIGKILL; it leaves the job"), std::string::npos) << out;
-  const auto rounds = testing::metrics_records(dir_ + "/kill/fed/metrics.jsonl", "round");
-  ASSERT_EQ(rounds.size(), 3u) << out;
-  EXPECT_EQ(rounds[0]["participants"], nlohmann::json({0, 1, 2}));
-  for (size_t i = 1; i < rounds.size(); ++i) {
-    EXPECT_EQ(rounds[i]["participants"], nlohmann::json({0, 2})) << "round " << i + 1;
+  std::ifstream out_file(out_path);
+  std::string out((std::istreambuf_iterator<char>(out_file)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(r.exit_code, 0) << out;
+  return {out, testing::metrics_records(metrics, "round")};
+}
+
+// The rounds (1-based) that client 1 took part in.
+std::vector<int> rounds_with_client_1(const std::vector<nlohmann::json>& rounds) {
+  std::vector<int> out;
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    for (const auto& c : rounds[i]["participants"]) {
+      if (c.get<int>() == 1) out.push_back(static_cast<int>(i) + 1);
+    }
   }
+  return out;
+}
+
+TEST_F(Federation, AKilledClientLeavesTheRoundsToTheOthers) {
+  const auto [out, rounds] = run_with_a_killed_client(*this, "kill", 4, 2000, "");
+  EXPECT_NE(out.find("rank 2 was killed by SIGKILL; it leaves the job"), std::string::npos) << out;
+  ASSERT_EQ(rounds.size(), 4u) << out;
+  // Clients 0 and 2 answer every round; client 1 the first ones only, not the last.
+  for (const auto& r : rounds) {
+    std::set<int> p;
+    for (const auto& c : r["participants"]) p.insert(c.get<int>());
+    EXPECT_TRUE(p.count(0) && p.count(2)) << r.dump();
+  }
+  const std::vector<int> with_1 = rounds_with_client_1(rounds);
+  ASSERT_FALSE(with_1.empty());
+  EXPECT_EQ(with_1.front(), 1);
+  EXPECT_EQ(with_1.back(), static_cast<int>(with_1.size())) << "client 1 came back";
+  EXPECT_LT(with_1.back(), 4) << out;
+}
+
+// With --max-restarts the launcher starts the killed client again, alone; it rejoins with a new
+// key (and its saved state) and is asked again in a later round.
+TEST_F(Federation, AKilledClientIsRestartedAndRejoins) {
+  const auto [out, rounds] =
+      run_with_a_killed_client(*this, "rejoin", 16, 4000, "--max-restarts 1");
+  EXPECT_NE(out.find("rank 2 was killed by SIGKILL; the other 3 worker(s) go on and it starts "
+                     "again (restart 1 of 1)"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(rounds.size(), 16u) << out;
+  const std::vector<int> with_1 = rounds_with_client_1(rounds);
+  ASSERT_FALSE(with_1.empty());
+  EXPECT_EQ(with_1.front(), 1);
+  EXPECT_LT(static_cast<int>(with_1.size()), 16) << "a round without client 1";
+  EXPECT_EQ(with_1.back(), 16) << "client 1 is back by the last round\n" << out;
 }
 
 TEST_F(Federation, StopAndResumeEqualsAnUninterruptedRun) {

@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 
 #include "brigade/base/error.h"
@@ -62,7 +63,7 @@ struct Worker {
   int beat_fd = -1;  // the launcher's end of the heartbeat socket; -1 when off or closed
   HeartbeatWatch beats;
   bool running = true;
-  bool dropped = false;  // a droppable worker that failed (LaunchOptions::droppable_from_rank)
+  bool hung = false;  // killed for missed heartbeats, not reaped yet
   std::unique_ptr<LineRelay> out, err;
 };
 
@@ -86,7 +87,16 @@ class Supervisor {
   }
 
   void start(const GroupSpec& spec) {
+    spec_ = &spec;
     for (int local = 0; local < o_.nproc; ++local) {
+      workers_.push_back(spawn(spec, local));
+      ++running_;
+    }
+  }
+
+  // Starts the worker of local rank `local`, its heartbeat socket and output relays.
+  Worker spawn(const GroupSpec& spec, int local) {
+    {
       WorkerSpec worker = spec.command;
       int rank = o_.node_rank * o_.nproc + local;
       worker.env = worker_env(spec.base_env, o_, spec.contract, local);
@@ -138,8 +148,7 @@ class Supervisor {
         w.out = std::make_unique<LineRelay>(rank, [](std::string_view s) { write_all(1, s); });
         w.err = std::make_unique<LineRelay>(rank, [](std::string_view s) { write_all(2, s); });
       }
-      workers_.push_back(std::move(w));
-      ++running_;
+      return w;
     }
   }
 
@@ -265,12 +274,26 @@ class Supervisor {
     return o_.droppable_from_rank > 0 && w.rank >= o_.droppable_from_rank;
   }
 
-  // A droppable worker failed (launcher.h): say so once; the others go on.
+  // A droppable worker failed (launcher.h): the others go on, and it is started again while its
+  // own restarts last (--max-restarts per worker), to rejoin.
   void worker_dropped(Worker& w, const std::string& how) {
-    if (w.dropped) return;
-    w.dropped = true;
-    launcher_say("rank " + std::to_string(w.rank) + " " + how + "; it leaves the job, the " +
-                 std::to_string(running_) + " other worker(s) go on");
+    const int used = restarts_of_[w.rank];
+    if (used >= o_.max_restarts) {
+      launcher_say(
+          "rank " + std::to_string(w.rank) + " " + how + "; it leaves the job, the " +
+          std::to_string(running_) + " other worker(s) go on" +
+          (o_.max_restarts > 0 ? " (its " + std::to_string(used) + " restart(s) are used)" : ""));
+      return;
+    }
+    restarts_of_[w.rank] = used + 1;
+    launcher_say("rank " + std::to_string(w.rank) + " " + how + "; the other " +
+                 std::to_string(running_) + " worker(s) go on and it starts again (restart " +
+                 std::to_string(used + 1) + " of " + std::to_string(o_.max_restarts) + ")");
+    w.out->flush();
+    w.err->flush();
+    for (int* fd : {&w.proc.out_fd, &w.proc.err_fd, &w.beat_fd}) close_fd(*fd);
+    w = spawn(*spec_, w.rank - o_.node_rank * o_.nproc);
+    ++running_;
   }
 
   // The first failure of a running group: remember who and how, stop everybody.
@@ -325,7 +348,7 @@ class Supervisor {
     if (phase_ != Phase::kRunning || heartbeat_timeout_.count() <= 0) return;
     auto now = Clock::now();
     for (auto& w : workers_) {
-      if (!w.running || w.dropped || !w.beats.overdue(now, heartbeat_timeout_)) continue;
+      if (!w.running || w.hung || !w.beats.overdue(now, heartbeat_timeout_)) continue;
       // Take what the socket holds first: a beat may have arrived since the last poll.
       if (w.beat_fd >= 0) read_stream(w, Stream::kBeat);
       if (!w.beats.overdue(now, heartbeat_timeout_)) continue;
@@ -337,8 +360,8 @@ class Supervisor {
                               " s (--heartbeat-timeout " + seconds_text(o_.heartbeat_timeout_s) +
                               "); killed it (SIGKILL)";
       if (droppable(w)) {
-        w.dropped = true;
-        launcher_say("rank " + std::to_string(w.rank) + " " + how + "; the others go on");
+        w.hung = true;  // reaped as a dropped worker (worker_dropped)
+        launcher_say("rank " + std::to_string(w.rank) + " " + how);
         continue;
       }
       worker_failed(w, how, -1, true);
@@ -407,6 +430,8 @@ class Supervisor {
   GroupOutcome outcome_;
   Phase phase_ = Phase::kRunning;
   Clock::time_point deadline_{};
+  const GroupSpec* spec_ = nullptr;  // what start() ran, for restarting a dropped worker
+  std::map<int, int> restarts_of_;   // rank -> restarts of that dropped worker so far
   std::array<char, 65536> buf_{};
 };
 
