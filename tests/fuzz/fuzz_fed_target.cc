@@ -3,13 +3,16 @@
 // fed/fed_message.h + fed/update_check.h) and its own state file (fed/state_file.h), read back
 // on resume. A refused message is an IoError with the reason; an accepted update must be one
 // the round can aggregate (the model's length, finite values, a plausible weight). A state file
-// is checksummed: what it accepts must be what was written.
+// is checksummed: what it accepts must be what was written (fed_state); fed_state_resealed
+// re-checksums each mutation to reach the checks behind the checksum.
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "brigade/base/crc32c.h"
 #include "brigade/base/error.h"
 #include "brigade/fed/fed_message.h"
 #include "brigade/fed/state_file.h"
@@ -87,9 +90,13 @@ class FedMessageTarget final : public Target {
   }
 };
 
+// resealed: the mutated file gets a fresh CRC-32C before it is read, so mutations reach the
+// bounds checks behind the checksum (entry counts, name lengths, value counts, trailing bytes);
+// what they accept is then not required to equal the seed.
 class FedStateTarget final : public Target {
  public:
-  explicit FedStateTarget(std::string dir) : path_(dir + "/coordinator.state") {}
+  FedStateTarget(std::string dir, bool resealed)
+      : path_(dir + "/coordinator.state"), resealed_(resealed) {}
 
   std::vector<std::string> seeds() override {
     write_state_file(path_, seed_state());
@@ -98,15 +105,20 @@ class FedStateTarget final : public Target {
   }
 
   Outcome run(std::string_view input) override {
+    std::string bytes(input);
+    if (resealed_ && bytes.size() >= 4) {
+      const uint32_t crc = crc32c(bytes.data(), bytes.size() - 4);
+      std::memcpy(bytes.data() + bytes.size() - 4, &crc, 4);
+    }
     std::ofstream(path_, std::ios::binary | std::ios::trunc)
-        .write(input.data(), static_cast<std::streamsize>(input.size()));
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     const StateFile got = read_state_file(path_);
     const StateFile want = seed_state();
     return {.accepted = true, .changed = got.ints != want.ints || got.tensors != want.tensors};
   }
 
   std::string names() const override { return path_; }
-  bool checksummed() const override { return true; }
+  bool checksummed() const override { return !resealed_; }
 
  private:
   static StateFile seed_state() {
@@ -120,6 +132,7 @@ class FedStateTarget final : public Target {
   }
 
   std::string path_;
+  bool resealed_;
 };
 
 }  // namespace
@@ -129,7 +142,11 @@ std::unique_ptr<Target> make_fed_message_target(const std::string&) {
 }
 
 std::unique_ptr<Target> make_fed_state_target(const std::string& dir) {
-  return std::make_unique<FedStateTarget>(dir);
+  return std::make_unique<FedStateTarget>(dir, false);
+}
+
+std::unique_ptr<Target> make_fed_state_resealed_target(const std::string& dir) {
+  return std::make_unique<FedStateTarget>(dir, true);
 }
 
 }  // namespace brigade::fuzz

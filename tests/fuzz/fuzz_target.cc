@@ -38,6 +38,7 @@ std::vector<std::pair<std::string, Maker>>& registry() {
       {"ps_message", make_ps_message_target},
       {"fed_message", make_fed_message_target},
       {"fed_state", make_fed_state_target},
+      {"fed_state_resealed", make_fed_state_resealed_target},
   };
   return targets;
 }

@@ -59,6 +59,7 @@ constexpr Plan kPlans[] = {
     {"ps_message", 6000},
     {"fed_message", 6000},
     {"fed_state", 3000},
+    {"fed_state_resealed", 3000},
 };
 
 void run_plan(const std::string& target) {
@@ -88,8 +89,9 @@ void run_plan(const std::string& target) {
   // A campaign whose every case is rejected tests only the first check: the seeds and the
   // mutator must also produce accepted inputs (and inputs that reach the deeper checks). Every
   // byte of a checkpoint shard is under the manifest's CRC-32, and every byte of the manifest
-  // under its seal, so there (nearly) none is; checkpoint_resealed reaches the deeper checks.
-  if (target != "checkpoint_shard" && target != "checkpoint_manifest") {
+  // under its seal, so there (nearly) none is; checkpoint_resealed reaches the deeper checks. The
+  // same holds for the federated state file and fed_state_resealed.
+  if (target != "checkpoint_shard" && target != "checkpoint_manifest" && target != "fed_state") {
     EXPECT_GT(r.accepted, 0) << target;
   }
   if (r.defects.empty() && r.changed == 0) std::system(("rm -rf '" + o.dir + "'").c_str());
@@ -142,6 +144,9 @@ TEST(ParsersFuzz, FedMessage) {
 }
 TEST(ParsersFuzz, FedState) {
   run_plan("fed_state");
+}
+TEST(ParsersFuzz, FedStateResealed) {
+  run_plan("fed_state_resealed");
 }
 
 }  // namespace

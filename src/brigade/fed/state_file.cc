@@ -50,6 +50,7 @@ class Reader {
     return p;
   }
   size_t at() const { return at_; }
+  size_t left() const { return bytes_.size() - at_; }
   [[noreturn]] void fail(const std::string& why) const {
     throw CheckpointError(fmt::format("{}: not a valid federated state file ({})", path_, why));
   }
@@ -121,7 +122,11 @@ StateFile read_state_file(const std::string& path) {
   for (uint32_t t = 0; t < tensors; ++t) {
     std::string name = r.name();
     const auto count = r.get<int64_t>();
-    if (count < 0 || count > kFedMaxValues) r.fail(fmt::format("{} holds {} values", name, count));
+    // Checked against the bytes left before anything is allocated for them.
+    if (count < 0 || count > kFedMaxValues ||
+        static_cast<size_t>(count) * sizeof(float) > r.left()) {
+      r.fail(fmt::format("{} claims {} values", name, count));
+    }
     std::vector<float>& values = state.tensors[name];
     values.resize(static_cast<size_t>(count));
     std::memcpy(values.data(), r.take(static_cast<size_t>(count) * sizeof(float)),
