@@ -129,8 +129,8 @@ StateFile read_state_file(const std::string& path) {
     }
     std::vector<float>& values = state.tensors[name];
     values.resize(static_cast<size_t>(count));
-    std::memcpy(values.data(), r.take(static_cast<size_t>(count) * sizeof(float)),
-                static_cast<size_t>(count) * sizeof(float));
+    const char* data = r.take(static_cast<size_t>(count) * sizeof(float));
+    if (count > 0) std::memcpy(values.data(), data, static_cast<size_t>(count) * sizeof(float));
   }
   if (r.at() != bytes.size() - 4) r.fail("bytes after the last entry");
   return state;
