@@ -166,14 +166,14 @@ struct PsConfig {
 // client that trains on its own folder, fed.client_data with "{client}" replaced by its index.
 struct FedConfig {
   int64_t rounds = 50;
-  int64_t clients_per_round = 0;  // sampled per round from the connected clients; 0: all of them
-  int64_t min_clients = 1;        // fewest answers a round aggregates, else it is retried
-  int64_t local_epochs = 1;       // passes over a client's data per round
-  int64_t local_steps = 0;        // > 0: this many local SGD steps instead of local_epochs
-  double round_deadline_s = 600;  // answers after this are dropped from the round
-  int64_t round_retries = 3;      // attempts of a round beyond the first before the run stops
-  std::string strategy = "fedavg";      // "fedavg" | "fedprox" | "scaffold"
-  double mu = 0.01;                     // fedprox: proximal weight
+  int64_t clients_per_round = 0;    // sampled per round from the connected clients; 0: all of them
+  int64_t min_clients = 1;          // fewest answers a round aggregates, else it is retried
+  int64_t local_epochs = 1;         // passes over a client's data per round
+  int64_t local_steps = 0;          // > 0: this many local SGD steps instead of local_epochs
+  double round_deadline_s = 600;    // answers after this are dropped from the round
+  int64_t round_retries = 3;        // attempts of a round beyond the first before the run stops
+  std::string strategy = "fedavg";  // "fedavg" | "fedprox" | "scaffold"
+  double mu = 0.01;                 // fedprox: proximal weight
   std::string server_optimizer = "avg";  // "avg" | "avgm" | "adam" | "yogi"
   double server_lr = 1.0;
   double server_momentum = 0.9;  // avgm

@@ -9,9 +9,9 @@
 #include "brigade/monitor/log.h"
 #include "brigade/runtime/process_group.h"
 #include "brigade/train/dp_engine.h"
+#include "brigade/train/fed_roles.h"
 #include "brigade/train/hybrid_layout.h"
 #include "brigade/train/model_parallel_engine.h"
-#include "brigade/train/fed_roles.h"
 #include "brigade/train/ps_roles.h"
 #include "brigade/train/training_loop.h"
 

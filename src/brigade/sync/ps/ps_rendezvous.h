@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "brigade/comm/store.h"
 #include "brigade/comm/curve_socket.h"
+#include "brigade/comm/store.h"
 
 namespace brigade {
 

@@ -31,9 +31,9 @@
 #include <string>
 #include <vector>
 
+#include "brigade/comm/curve_socket.h"
 #include "brigade/optim/optimizer.h"
 #include "brigade/sync/ps/ps_message.h"
-#include "brigade/comm/curve_socket.h"
 
 namespace brigade {
 

@@ -31,8 +31,8 @@ PsWorker::PsWorker(Model& model, const OptimizerConfig& optimizer, const PsWorke
   for (int k = 0; k < options_.servers; ++k) {
     ranges_.push_back(ps_server_range(model_.num_params(), options_.servers, k));
     links_.push_back(std::make_unique<CurveClientLink>(keys_,
-                                                    servers[static_cast<size_t>(k)].public_key,
-                                                    servers[static_cast<size_t>(k)].endpoint));
+                                                       servers[static_cast<size_t>(k)].public_key,
+                                                       servers[static_cast<size_t>(k)].endpoint));
   }
   if (options_.worker == 0) {
     staging_ = make_optimizer(optimizer, model_.layout(), 0, model_.num_params());

@@ -28,12 +28,12 @@
 #include <vector>
 
 #include "brigade/comm/comm_stats.h"
+#include "brigade/comm/curve_socket.h"
 #include "brigade/comm/store.h"
 #include "brigade/model/model.h"
 #include "brigade/parallel/dp_strategy.h"
 #include "brigade/sync/ps/ps_message.h"
 #include "brigade/sync/ps/ps_server.h"
-#include "brigade/comm/curve_socket.h"
 
 namespace brigade {
 
