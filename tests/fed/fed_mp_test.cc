@@ -36,45 +36,7 @@ namespace {
 using testing::make_temp_dir;
 using testing::run_command;
 
-class Federation : public ::testing::Test {
- public:
-  void SetUp() override {
-    dir_ = make_temp_dir("fed");
-    testing::write_tiny_federation(dir_, kClients);
-  }
-
-  const std::string& dir() const { return dir_; }
-
-  std::string command(const std::string& name, const std::string& fed_extra,
-                      const std::string& launch_extra = "") {
-    const std::string config = dir_ + "/" + name + ".toml";
-    std::ofstream(config) << testing::tiny_fed_config(dir_, fed_extra);
-    return std::string(BRIGADE_BINARY) + " launch --nproc " + std::to_string(kClients + 1) + " " +
-           launch_extra + " -- train " + config + " --set run.out_dir=" + dir_ + "/" + name;
-  }
-
-  void run(const std::string& name, const std::string& fed_extra, const std::string& set = "") {
-    const std::string cmd = command(name, fed_extra) + set;
-    const auto r = run_command(cmd, 240);
-    ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
-  }
-
-  StateFile coordinator_state(const std::string& name) const {
-    return read_state_file(dir_ + "/" + name + "/fed/fed/coordinator.state");
-  }
-
-  std::vector<ImageSet> client_sets() const {
-    std::vector<ImageSet> sets;
-    for (int k = 0; k < kClients; ++k) {
-      sets.push_back(load_fashion_mnist(dir_ + "/data/client_" + std::to_string(k), "train"));
-    }
-    return sets;
-  }
-
-  static constexpr int kClients = 3;
-  static constexpr float kLr = 0.1f;
-  std::string dir_;
-};
+using Federation = testing::TinyFederation;
 
 TEST_F(Federation, FedAvgWithOneLocalStepEqualsDdpSgdOfTheGlobalBatch) {
   run("fedavg", "");

@@ -14,7 +14,9 @@
 #include "brigade/base/file_io.h"
 #include "brigade/data/idx_reader.h"
 #include "brigade/data/idx_writer.h"
+#include "brigade/fed/state_file.h"
 #include "brigade/model/mlp_classifier.h"
+#include "common/run_command.h"
 
 namespace brigade::testing {
 
@@ -115,5 +117,46 @@ inline double relative_error(const std::vector<float>& a, const std::vector<floa
   }
   return std::sqrt(diff / std::max(norm, 1e-30));
 }
+
+// A federation of kClients tiny clients in a temporary folder, launched through `brigade launch`.
+class TinyFederation : public ::testing::Test {
+ public:
+  void SetUp() override {
+    dir_ = make_temp_dir("fed");
+    write_tiny_federation(dir_, kClients);
+  }
+
+  const std::string& dir() const { return dir_; }
+
+  std::string command(const std::string& name, const std::string& fed_extra,
+                      const std::string& launch_extra = "") {
+    const std::string config = dir_ + "/" + name + ".toml";
+    std::ofstream(config) << tiny_fed_config(dir_, fed_extra);
+    return std::string(BRIGADE_BINARY) + " launch --nproc " + std::to_string(kClients + 1) + " " +
+           launch_extra + " -- train " + config + " --set run.out_dir=" + dir_ + "/" + name;
+  }
+
+  void run(const std::string& name, const std::string& fed_extra, const std::string& set = "") {
+    const std::string cmd = command(name, fed_extra) + set;
+    const auto r = run_command(cmd, 240);
+    ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
+  }
+
+  StateFile coordinator_state(const std::string& name) const {
+    return read_state_file(dir_ + "/" + name + "/fed/fed/coordinator.state");
+  }
+
+  std::vector<ImageSet> client_sets() const {
+    std::vector<ImageSet> sets;
+    for (int k = 0; k < kClients; ++k) {
+      sets.push_back(load_fashion_mnist(dir_ + "/data/client_" + std::to_string(k), "train"));
+    }
+    return sets;
+  }
+
+  static constexpr int kClients = 3;
+  static constexpr float kLr = 0.1f;
+  std::string dir_;
+};
 
 }  // namespace brigade::testing

@@ -140,9 +140,10 @@ FileDigest digest_file(const std::string& path) {
   return d;
 }
 
-DurableFileWriter::DurableFileWriter(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+DurableFileWriter::DurableFileWriter(std::string path, unsigned mode) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd_ < 0) throw_errno("cannot create", path_, errno);
+  if (::fchmod(fd_, mode) != 0) throw_errno("cannot set the permissions of", path_, errno);
 }
 
 DurableFileWriter::~DurableFileWriter() {
@@ -187,15 +188,15 @@ int AppendFile::append(std::string_view bytes) {
   return err;
 }
 
-FileDigest write_file_durable(const std::string& path, std::string_view bytes) {
-  DurableFileWriter w(path);
+FileDigest write_file_durable(const std::string& path, std::string_view bytes, unsigned mode) {
+  DurableFileWriter w(path, mode);
   w.append(bytes);
   return w.close();
 }
 
-void write_file_atomic(const std::string& path, std::string_view bytes) {
+void write_file_atomic(const std::string& path, std::string_view bytes, unsigned mode) {
   const std::string tmp = path + ".tmp";
-  write_file_durable(tmp, bytes);
+  write_file_durable(tmp, bytes, mode);
   rename_atomic(tmp, path);
   auto slash = path.find_last_of('/');
   fsync_dir(slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash)));

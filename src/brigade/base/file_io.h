@@ -43,7 +43,8 @@ FileDigest digest_file(const std::string& path);
 // (the caller is unwinding from an error; the partial file is garbage either way).
 class DurableFileWriter {
  public:
-  explicit DurableFileWriter(std::string path);  // creates or truncates, mode 0644
+  // Creates or truncates `path` with permissions `mode` (also when it existed with others).
+  explicit DurableFileWriter(std::string path, unsigned mode = 0644);
   ~DurableFileWriter();
   DurableFileWriter(const DurableFileWriter&) = delete;
   DurableFileWriter& operator=(const DurableFileWriter&) = delete;
@@ -81,11 +82,13 @@ class AppendFile {
 };
 
 // Writes `bytes` to `path` (replacing it) and fsyncs the file. Does not fsync the directory.
-FileDigest write_file_durable(const std::string& path, std::string_view bytes);
+FileDigest write_file_durable(const std::string& path, std::string_view bytes,
+                              unsigned mode = 0644);
 
 // Writes `bytes` to path + ".tmp", fsyncs it, renames it over `path` and fsyncs the folder:
-// a reader sees the old file or the complete new one, never a torn write.
-void write_file_atomic(const std::string& path, std::string_view bytes);
+// a reader sees the old file or the complete new one, never a torn write. mode 0600 keeps a
+// file with secrets to its owner.
+void write_file_atomic(const std::string& path, std::string_view bytes, unsigned mode = 0644);
 
 // Size guard for data files (corpora, token shards), which may be large.
 inline constexpr int64_t kMaxDataFileBytes = int64_t{1} << 40;

@@ -66,6 +66,10 @@ void Client::answer(const FedMessage& train) {
     state.tensors["control_before"] = control_before_;
     write_state_file(setup_.state_path, state);
   }
+  corrupt_update(setup_.attack,
+                 mix_seed(setup_.seed, 0xa77ac, static_cast<uint64_t>(setup_.client),
+                          static_cast<uint64_t>(t.round)),
+                 delta_.data(), n_);
   FedHeader h = header_for(setup_, FedType::kUpdate);
   h.round = t.round;
   h.attempt = t.attempt;

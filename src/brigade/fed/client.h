@@ -10,6 +10,7 @@
 #include <string>
 
 #include "brigade/comm/curve_socket.h"
+#include "brigade/fed/attack.h"
 #include "brigade/fed/fed_message.h"
 #include "brigade/fed/local_training.h"
 #include "brigade/monitor/log.h"
@@ -22,6 +23,9 @@ struct ClientSetup {
   std::string state_path;  // where c_i lives (SCAFFOLD)
   // With no message from the coordinator for this long the client gives up (exit code 5).
   std::chrono::milliseconds idle_timeout{600000};
+  // fed.attack, when this client is one of fed.attackers (tests and benchmarks only).
+  AttackConfig attack;
+  uint64_t seed = 0;  // run.seed: the attack's noise
 };
 
 class Client {

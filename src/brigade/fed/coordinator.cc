@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "brigade/base/error.h"
 #include "brigade/fed/local_training.h"
+#include "brigade/fed/robust_aggregate.h"
 #include "brigade/fed/state_file.h"
 #include "brigade/fed/update_check.h"
 
@@ -60,9 +63,14 @@ Coordinator::Coordinator(const CoordinatorSetup& setup, Model& eval_model, const
 
 void Coordinator::load_or_initialize() {
   const std::string& path = setup_.state_path;
+  const bool dp = setup_.fed.dp_clip > 0;
   if (!setup_.resume || !std::filesystem::exists(path)) {
     model_.initialize(setup_.seed);
     next_round_ = 0;
+    if (dp) {
+      dp_key_ = make_dp_key();
+      dp_ = std::make_unique<DpMechanism>(setup_.fed.dp_clip, setup_.fed.dp_noise, dp_key_);
+    }
     return;
   }
   const StateFile state = read_state_file(path);
@@ -75,6 +83,21 @@ void Coordinator::load_or_initialize() {
     throw CheckpointError(fmt::format("{}: next round {} outside [0, fed.rounds = {}]", path,
                                       next_round_, setup_.fed.rounds));
   }
+  if (dp) {
+    for (size_t w = 0; w < dp_key_.size() / 8; ++w) {
+      const std::string name = fmt::format("dp_key_{}", w);
+      if (!state.ints.count(name)) {
+        throw CheckpointError(fmt::format(
+            "{}: no DP key (the state was saved without fed.dp_clip; a private run cannot "
+            "resume a non-private one)",
+            path));
+      }
+      const int64_t word = state.ints.at(name);
+      std::memcpy(dp_key_.data() + 8 * w, &word, 8);
+    }
+    dp_ = std::make_unique<DpMechanism>(setup_.fed.dp_clip, setup_.fed.dp_noise, dp_key_);
+    accountant_.compose(dp_sampling_probability(), setup_.fed.dp_noise, next_round_);
+  }
   log_.info("resuming the federation from {} at round {}", path, next_round_);
 }
 
@@ -85,6 +108,13 @@ void Coordinator::save(int64_t next_round) {
   state.tensors["params"].assign(model_.params(), model_.params() + n_);
   if (scaffold_) state.tensors["control"] = control_;
   for (auto& [name, buffer] : server_->state()) state.tensors[name] = *buffer;
+  if (dp_) {
+    for (size_t w = 0; w < dp_key_.size() / 8; ++w) {
+      int64_t word = 0;
+      std::memcpy(&word, dp_key_.data() + 8 * w, 8);
+      state.ints[fmt::format("dp_key_{}", w)] = word;
+    }
+  }
   write_state_file(setup_.state_path, state);
 }
 
@@ -120,6 +150,14 @@ void Coordinator::wait_for_clients(int64_t want) {
 std::vector<int> Coordinator::sample(int64_t round, int64_t attempt) const {
   std::vector<int> ids;
   for (const auto& [client, identity] : connected_) ids.push_back(client);
+  if (dp_) {  // Poisson sampling, secret: the accountant's amplification assumes both
+    std::vector<int> chosen;
+    const double q = dp_sampling_probability();
+    for (int client : ids) {
+      if (dp_->sampled(client, round, attempt, q)) chosen.push_back(client);
+    }
+    return chosen;
+  }
   const int64_t want = setup_.fed.clients_per_round;
   if (want == 0 || want >= static_cast<int64_t>(ids.size())) return ids;
   // A partial Fisher-Yates over the sorted ids, seeded by (seed, round, attempt).
@@ -166,7 +204,9 @@ std::map<int, Coordinator::Answer> Coordinator::collect(int64_t round, int64_t a
   std::map<int, Answer> answers;
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(setup_.fed.round_deadline_s));
-  while (progress.answered.size() < progress.asked.size() && Clock::now() < deadline) {
+  std::set<int> failed;  // asked clients whose answer was refused: they send no other
+  while (progress.answered.size() + failed.size() < progress.asked.size() &&
+         Clock::now() < deadline) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     std::optional<CurveServerSocket::Received> r =
@@ -186,6 +226,11 @@ std::map<int, Coordinator::Answer> Coordinator::collect(int64_t round, int64_t a
     why = update_refusal(*m, peer, progress);
     if (!why.empty()) {
       refuse(peer, why);
+      const FedHeader& h = m->header;
+      if (h.round == round && h.attempt == attempt && progress.asked.count(peer) &&
+          !progress.answered.count(peer)) {
+        failed.insert(peer);
+      }
       continue;
     }
     progress.answered.insert(peer);
@@ -195,17 +240,77 @@ std::map<int, Coordinator::Answer> Coordinator::collect(int64_t round, int64_t a
   return answers;
 }
 
-void Coordinator::aggregate(const std::map<int, Answer>& answers) {
+double Coordinator::dp_sampling_probability() const {
+  const int64_t per_round = setup_.fed.clients_per_round;
+  if (per_round == 0 || per_round >= setup_.clients) return 1.0;
+  return static_cast<double>(per_round) / static_cast<double>(setup_.clients);
+}
+
+nlohmann::json Coordinator::aggregate(const std::map<int, Answer>& answers, int64_t round,
+                                      int64_t attempt) {
+  const FedConfig& fed = setup_.fed;
+  nlohmann::json record = {{"aggregator", dp_ ? "dp_mean" : fed.aggregator}};
   std::vector<ClientUpdate> updates;
+  std::vector<const float*> deltas;
+  bounded_.resize(answers.size());
+  double longest = 0;
+  int64_t bounded = 0;
   for (const auto& [client, a] : answers) {  // sorted by client: the sums' order is fixed
+    const float* delta = a.message.model;
+    if (fed.norm_bound > 0) {
+      std::vector<float>& copy = bounded_[updates.size()];
+      copy.assign(delta, delta + n_);
+      const double norm = bound_norm(copy.data(), n_, fed.norm_bound);
+      longest = std::max(longest, norm);
+      bounded += norm > fed.norm_bound ? 1 : 0;
+      delta = copy.data();
+    }
     updates.push_back({.client = client,
                        .samples = a.message.header.samples,
-                       .delta = a.message.model,
+                       .delta = delta,
                        .control_delta = a.message.control});
+    deltas.push_back(delta);
   }
-  weighted_mean_update(updates, n_, delta_.data());
+  if (fed.norm_bound > 0) {
+    record["bounded"] = bounded;
+    record["longest_update"] = longest;
+  }
+  if (dp_) {
+    const double q = dp_sampling_probability();
+    record["dp_clipped"] = dp_->noised_mean(deltas, n_, q * static_cast<double>(setup_.clients),
+                                            round, attempt, delta_.data());
+    accountant_.compose(q, fed.dp_noise);
+    const double eps = accountant_.epsilon(fed.dp_delta);
+    record["dp_epsilon"] = std::isinf(eps) ? nlohmann::json(nullptr) : nlohmann::json(eps);
+    record["dp_delta"] = fed.dp_delta;
+  } else if (fed.aggregator == "median") {
+    coordinate_median(deltas, n_, delta_.data());
+  } else if (fed.aggregator == "trimmed_mean") {
+    const auto trim = static_cast<int64_t>(fed.trim_fraction * static_cast<double>(deltas.size()));
+    trimmed_mean(deltas, n_, trim, delta_.data());
+    record["trimmed"] = 2 * trim;
+  } else if (fed.aggregator == "krum" || fed.aggregator == "multi_krum") {
+    const int64_t k = static_cast<int64_t>(deltas.size());
+    const int64_t m =
+        fed.aggregator == "krum" ? 1 : (fed.krum_select > 0 ? fed.krum_select : k - fed.byzantine);
+    const std::vector<int> chosen = lowest_scores(krum_scores(deltas, n_, fed.byzantine), m);
+    std::vector<ClientUpdate> selected;
+    std::vector<int> selected_clients;
+    for (int i : chosen) {
+      selected.push_back(updates[static_cast<size_t>(i)]);
+      selected_clients.push_back(updates[static_cast<size_t>(i)].client);
+    }
+    std::sort(selected.begin(), selected.end(),
+              [](const ClientUpdate& a, const ClientUpdate& b) { return a.client < b.client; });
+    std::sort(selected_clients.begin(), selected_clients.end());
+    weighted_mean_update(selected, n_, delta_.data());
+    record["selected"] = selected_clients;
+  } else {
+    weighted_mean_update(updates, n_, delta_.data());
+  }
   server_->apply(model_.params(), delta_.data());
   if (scaffold_) apply_control_deltas(updates, n_, setup_.clients, control_.data());
+  return record;
 }
 
 std::pair<double, double> Coordinator::evaluate() {
@@ -255,10 +360,16 @@ CoordinatorOutcome Coordinator::run() {
       wait_for_clients(fed.min_clients);
       refresh_keys_();
       asked = sample(round, attempt);
-      if (static_cast<int64_t>(asked.size()) >= fed.min_clients) {
+      // DP-FedAvg aggregates a Poisson sample smaller than fed.min_clients as it is (even an
+      // empty one: the noise alone); redrawing it would change the sampling the accountant
+      // assumes. fed.min_clients then only bounds how many sampled clients may fail.
+      const int64_t needed =
+          dp_ ? std::min<int64_t>(fed.min_clients, static_cast<int64_t>(asked.size()))
+              : fed.min_clients;
+      if (static_cast<int64_t>(asked.size()) >= needed) {
         answers = collect(round, attempt, asked, &bytes_down, &bytes_up);
       }
-      if (static_cast<int64_t>(answers.size()) >= fed.min_clients) break;
+      if (static_cast<int64_t>(answers.size()) >= needed) break;
       const std::string what = fmt::format(
           "round {} attempt {}: {} of {} asked clients answered within fed.round_deadline_s = {} "
           "s, fewer than fed.min_clients = {} ({} connected)",
@@ -272,13 +383,15 @@ CoordinatorOutcome Coordinator::run() {
       }
       log_.info("{}; retrying", what);
     }
-    aggregate(answers);
+    nlohmann::json record = aggregate(answers, round, attempt);
     next_round_ = round + 1;
-
-    nlohmann::json record = {{"round", round + 1},       {"attempts", attempt + 1},
-                             {"asked", asked.size()},    {"answered", answers.size()},
-                             {"bytes_down", bytes_down}, {"bytes_up", bytes_up},
-                             {"refused", refused_}};
+    record.update({{"round", round + 1},
+                   {"attempts", attempt + 1},
+                   {"asked", asked.size()},
+                   {"answered", answers.size()},
+                   {"bytes_down", bytes_down},
+                   {"bytes_up", bytes_up},
+                   {"refused", refused_}});
     std::vector<int> participants;
     nlohmann::json client_seconds = nlohmann::json::object();
     int64_t correct = 0, seen = 0;
@@ -307,6 +420,10 @@ CoordinatorOutcome Coordinator::run() {
       record["test_accuracy"] = out.test_accuracy;
       test_text = fmt::format(", test accuracy {:.2f}% (loss {:.4f})", 100 * out.test_accuracy,
                               out.test_loss);
+    }
+    if (dp_) {
+      out.dp_epsilon = accountant_.epsilon(fed.dp_delta);
+      test_text += fmt::format(", ({:.3g}, {:.3g})-DP", out.dp_epsilon, fed.dp_delta);
     }
     out.interrupted = next_round_ < last && setup_.stop_requested();
     const bool save_now = (fed.ckpt_every > 0 && next_round_ % fed.ckpt_every == 0) ||

@@ -13,13 +13,16 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "brigade/comm/curve_socket.h"
 #include "brigade/data/idx_reader.h"
+#include "brigade/fed/dp_mechanism.h"
 #include "brigade/fed/fed_aggregate.h"
 #include "brigade/fed/fed_message.h"
+#include "brigade/fed/privacy_accountant.h"
 #include "brigade/model/model.h"
 #include "brigade/monitor/log.h"
 #include "brigade/monitor/metrics.h"
@@ -47,6 +50,7 @@ struct CoordinatorOutcome {
   bool interrupted = false;  // stop_requested() ended it early
   int64_t next_round = 0;
   double test_loss = 0, test_accuracy = 0;  // of the last evaluation
+  double dp_epsilon = -1;  // fed.dp_clip > 0: the epsilon spent so far (+inf without noise)
 };
 
 class Coordinator {
@@ -75,7 +79,11 @@ class Coordinator {
   // One attempt of a round: returns the answers that may be aggregated.
   std::map<int, Answer> collect(int64_t round, int64_t attempt, const std::vector<int>& asked,
                                 int64_t* bytes_down, int64_t* bytes_up);
-  void aggregate(const std::map<int, Answer>& answers);
+  // Turns the answers into delta_ by fed.aggregator (or DP-FedAvg's noised mean) and applies
+  // it; returns what the round's metrics record says about it.
+  nlohmann::json aggregate(const std::map<int, Answer>& answers, int64_t round, int64_t attempt);
+  // The Poisson probability of DP-FedAvg's client sampling: clients_per_round / clients.
+  double dp_sampling_probability() const;
   std::pair<double, double> evaluate();  // test loss, accuracy
   void stop_clients();
   void refuse(int peer, const std::string& why);
@@ -92,6 +100,10 @@ class Coordinator {
   std::vector<float> control_;  // SCAFFOLD's c
   std::vector<float> delta_;    // the round's mean update
   std::unique_ptr<ServerOptimizer> server_;
+  std::vector<std::vector<float>> bounded_;  // fed.norm_bound: the round's updates, scaled
+  DpKey dp_key_{};                           // fed.dp_clip > 0: the noise and sampling secret
+  std::unique_ptr<DpMechanism> dp_;
+  PrivacyAccountant accountant_;
   int64_t next_round_ = 0;
   std::map<int, zmq::message_t> connected_;  // client -> routing id of its connection
   int64_t refused_ = 0;

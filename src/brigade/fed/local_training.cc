@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "brigade/fed/attack.h"
+
 namespace brigade {
 
 namespace {
@@ -52,7 +54,9 @@ void LocalTrainer::fill_batch(const std::vector<int64_t>& order, int64_t first, 
     const int64_t e = order[static_cast<size_t>(first + b)];
     std::memcpy(&batch_.features[static_cast<size_t>(b * dim)],
                 &data_.features[static_cast<size_t>(e * dim)], sizeof(float) * dim);
-    batch_.targets[static_cast<size_t>(b)] = data_.labels[static_cast<size_t>(e)];
+    const int32_t label = data_.labels[static_cast<size_t>(e)];
+    batch_.targets[static_cast<size_t>(b)] =
+        config_.flip_labels ? flip_label(label, config_.classes) : label;
   }
 }
 

@@ -33,6 +33,8 @@ struct LocalTrainingConfig {
   float lr = 0.01f;
   OptimizerConfig optimizer;
   uint64_t seed = 0;
+  bool flip_labels = false;  // fed.attack = "label_flip": train on classes - 1 - y
+  int32_t classes = 10;
 };
 
 struct LocalResult {

@@ -96,7 +96,7 @@ void write_state_file(const std::string& path, const StateFile& state) {
   }
   put(out, crc32c(out));
   try {
-    write_file_atomic(path, out);
+    write_file_atomic(path, out, 0600);  // the coordinator's holds its DP key
   } catch (const Error& e) {
     throw SaveError(fmt::format("cannot save the federated state {}: {}", path, e.what()));
   }

@@ -185,6 +185,24 @@ struct FedConfig {
   int64_t eval_every = 1;        // rounds between evaluations of the global model (0: at the end)
   int64_t ckpt_every = 1;        // rounds between coordinator checkpoints (0: at the end)
   std::string bind;              // the coordinator's address; empty: comm.host
+  // Robust aggregation (fed/robust_aggregate.h, docs/security.md).
+  std::string aggregator = "mean";  // "mean" | "median" | "trimmed_mean" | "krum" | "multi_krum"
+  double trim_fraction = 0.1;  // trimmed_mean: share of values dropped at each end, per coordinate
+  int64_t byzantine = 0;       // krum, multi_krum: f, the attackers tolerated (answers > 2f + 2)
+  int64_t krum_select = 0;     // multi_krum: m, the updates averaged; 0: answers - f
+  double norm_bound = 0;       // > 0: every update is scaled down to this L2 norm first
+  // Differential privacy, DP-FedAvg (fed/dp_mechanism.h): clients sampled by Poisson with
+  // q = clients_per_round / clients, updates clipped to dp_clip, the sum noised with standard
+  // deviation dp_noise * dp_clip, (epsilon, dp_delta) reported after every round.
+  double dp_clip = 0;   // > 0 turns DP-FedAvg on
+  double dp_noise = 0;  // z, the noise multiplier
+  double dp_delta = 1e-5;
+  // Attack clients, for tests and benchmarks of the rules above (fed/attack.h): clients
+  // 0 .. attackers - 1 send a corrupted update.
+  std::string attack = "none";  // "none" | "sign_flip" | "scale" | "noise" | "label_flip" | "nan"
+  int64_t attackers = 0;
+  double attack_scale = 10;  // scale: the factor
+  double attack_noise = 1;   // noise: the standard deviation of the update sent instead
 };
 
 struct CommConfig {

@@ -128,6 +128,52 @@ void validate_ps(const PsConfig& ps, const SyncConfig& sync) {
           "true", "applies to ps.consistency = \"ssp\" or \"asp\" (under bsp no update is stale)");
 }
 
+// The robust-aggregation, privacy and attack keys of [fed] (docs/security.md).
+void validate_fed_trust(const FedConfig& fed) {
+  require_one_of(fed.aggregator, "fed.aggregator",
+                 {"mean", "median", "trimmed_mean", "krum", "multi_krum"});
+  require_real(fed.trim_fraction, "fed.trim_fraction", 0.0, 0.499999, false);
+  require_range(fed.byzantine, "fed.byzantine", 0, 1 << 20);
+  require_range(fed.krum_select, "fed.krum_select", 0, 1 << 20);
+  require_real(fed.norm_bound, "fed.norm_bound", 0.0, 1e12, false);
+  const bool krum = fed.aggregator == "krum" || fed.aggregator == "multi_krum";
+  require(!krum || fed.min_clients > 2 * fed.byzantine + 2, "fed.min_clients", fed.min_clients,
+          fmt::format("fed.aggregator = \"{}\" with fed.byzantine = {} needs more than 2f + 2 = {} "
+                      "answers per round (Blanchard et al. 2017): set fed.min_clients to at "
+                      "least {}",
+                      fed.aggregator, fed.byzantine, 2 * fed.byzantine + 2, 2 * fed.byzantine + 3));
+  require(fed.krum_select == 0 || fed.aggregator == "multi_krum", "fed.krum_select",
+          fed.krum_select, "applies to fed.aggregator = \"multi_krum\"");
+  require(fed.krum_select <= fed.min_clients, "fed.krum_select", fed.krum_select,
+          fmt::format("must be at most fed.min_clients = {} (a round may have no more answers)",
+                      fed.min_clients));
+  require(fed.aggregator == "mean" || fed.strategy != "scaffold", "fed.aggregator",
+          quote(fed.aggregator),
+          "works with fed.strategy = \"fedavg\" or \"fedprox\": SCAFFOLD's control variates "
+          "are averaged as they come and would let an attacker through");
+  require_real(fed.dp_clip, "fed.dp_clip", 0.0, 1e12, false);
+  require_real(fed.dp_noise, "fed.dp_noise", 0.0, 1e6, false);
+  require_real(fed.dp_delta, "fed.dp_delta", 1e-300, 0.999999, true);
+  require(fed.dp_noise == 0 || fed.dp_clip > 0, "fed.dp_noise", fed.dp_noise,
+          "needs fed.dp_clip > 0: the noise is a multiple of the clipping bound");
+  if (fed.dp_clip > 0) {
+    require(fed.aggregator == "mean", "fed.aggregator", quote(fed.aggregator),
+            "DP-FedAvg (fed.dp_clip > 0) noises the clipped mean: use \"mean\"");
+    require(fed.strategy != "scaffold", "fed.strategy", quote(fed.strategy),
+            "SCAFFOLD's control variates would leave un-noised: DP-FedAvg (fed.dp_clip > 0) "
+            "works with \"fedavg\" or \"fedprox\"");
+  }
+  require_one_of(fed.attack, "fed.attack",
+                 {"none", "sign_flip", "scale", "noise", "label_flip", "nan"});
+  require_range(fed.attackers, "fed.attackers", 0, 1 << 20);
+  require((fed.attack == "none") == (fed.attackers == 0), "fed.attackers", fed.attackers,
+          fed.attack == "none" ? "applies with fed.attack set to an attack"
+                               : "must be at least 1 when fed.attack is set (clients 0 .. "
+                                 "attackers - 1 attack)");
+  require_real(fed.attack_scale, "fed.attack_scale", -1e6, 1e6, false);
+  require_real(fed.attack_noise, "fed.attack_noise", 0.0, 1e6, false);
+}
+
 // [fed] keys are checked whatever the method; the rules that tie them to the model and data
 // apply with sync.method = "fed". The job's size is checked where it is known (train/fed_roles.h).
 void validate_fed(const FedConfig& fed, const SyncConfig& sync, const ModelConfig& model,
@@ -154,6 +200,7 @@ void validate_fed(const FedConfig& fed, const SyncConfig& sync, const ModelConfi
   require_real(fed.server_tau, "fed.server_tau", 0.0, 1e3, true);
   require_range(fed.eval_every, "fed.eval_every", 0, 1 << 24);
   require_range(fed.ckpt_every, "fed.ckpt_every", 0, 1 << 24);
+  validate_fed_trust(fed);
   if (sync.method != "fed") return;
   require(model.kind != "gpt", "model.kind", quote(model.kind),
           "federated learning trains the classifiers for now: use \"mlp\" or \"cnn\"");

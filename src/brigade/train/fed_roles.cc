@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
@@ -88,11 +90,17 @@ int coordinate(const Config& config, ProcessGroup& group, int clients) {
   Coordinator coordinator(setup, *model, test, socket, refresh_keys, metrics, log);
   const CoordinatorOutcome out = coordinator.run();
   store.set_string(kDoneKey, "1");
-  metrics.write("summary", {{"rounds", out.next_round},
+  nlohmann::json summary = {{"rounds", out.next_round},
                             {"rounds_this_segment", out.rounds_done},
                             {"test_loss", out.test_loss},
                             {"test_accuracy", out.test_accuracy},
-                            {"final", out.next_round == config.fed.rounds}});
+                            {"final", out.next_round == config.fed.rounds}};
+  if (config.fed.dp_clip > 0) {
+    summary["dp_epsilon"] =
+        std::isinf(out.dp_epsilon) ? nlohmann::json(nullptr) : nlohmann::json(out.dp_epsilon);
+    summary["dp_delta"] = config.fed.dp_delta;
+  }
+  metrics.write("summary", summary);
   log.info("federation {}: round {} of {}, test accuracy {:.2f}% (loss {:.4f})",
            out.interrupted ? "interrupted" : "done", out.next_round, config.fed.rounds,
            100 * out.test_accuracy, out.test_loss);
@@ -108,6 +116,8 @@ int serve_as_client(const Config& config, ProcessGroup& group, int client) {
   const std::string data_dir = client_data_folder(config.fed, client);
   const ImageSet data = load_fashion_mnist(data_dir, "train");
   const std::unique_ptr<Model> model = make_model(config.model, config.train.micro_batch);
+  const bool attacker = is_attacker(client, config.fed.attackers);
+  if (attacker) log.info("client {} attacks: fed.attack = \"{}\"", client, config.fed.attack);
   const LocalTrainingConfig local{.strategy = config.fed.strategy,
                                   .mu = static_cast<float>(config.fed.mu),
                                   .local_epochs = config.fed.local_epochs,
@@ -115,7 +125,8 @@ int serve_as_client(const Config& config, ProcessGroup& group, int client) {
                                   .batch = config.train.micro_batch,
                                   .lr = static_cast<float>(config.train.lr),
                                   .optimizer = optimizer_config(config.train),
-                                  .seed = static_cast<uint64_t>(config.run.seed)};
+                                  .seed = static_cast<uint64_t>(config.run.seed),
+                                  .flip_labels = attacker && config.fed.attack == "label_flip"};
   LocalTrainer trainer(local, *model, data, client);
   Store& store = *group.world_options.store;
   const CurveKeyPair keys = CurveKeyPair::generate();
@@ -130,7 +141,11 @@ int serve_as_client(const Config& config, ProcessGroup& group, int client) {
                           // A round may take the coordinator's whole deadline, each retry again.
                           .idle_timeout = ms(config.fed.round_deadline_s *
                                                  static_cast<double>(config.fed.round_retries + 2) +
-                                             config.comm.timeout_s)};
+                                             config.comm.timeout_s),
+                          .attack = {.kind = attacker ? config.fed.attack : "none",
+                                     .scale = config.fed.attack_scale,
+                                     .noise = config.fed.attack_noise},
+                          .seed = static_cast<uint64_t>(config.run.seed)};
   Client role(
       setup, trainer, *model, link, [&store] { return store.check({kDoneKey}); }, log);
   const int64_t rounds = role.run();
@@ -156,6 +171,11 @@ int federation_clients(const Config& config, int world) {
         "0) and at least one client (start N + 1 processes for N clients)");
   }
   const int clients = world - 1;
+  if (config.fed.attackers >= clients) {
+    throw ConfigError(fmt::format(
+        "fed.attackers = {}: the job has {} client(s); at least one client must be honest",
+        config.fed.attackers, clients));
+  }
   if (config.fed.min_clients > clients) {
     throw ConfigError(fmt::format(
         "fed.min_clients = {}: the job has {} process(es), a coordinator and {} client(s); "

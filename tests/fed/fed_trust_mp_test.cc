@@ -1,0 +1,207 @@
+// Trust in a federation, end to end through `brigade launch` (docs/security.md):
+//
+//   Robust aggregation: on Fashion-MNIST split over 7 clients, 2 of which send Gaussian noise
+//   instead of their update, plain FedAvg collapses while the median, the trimmed mean and
+//   Multi-Krum end within 2 points of the clean run, and Krum within 2 points of its own. A NaN
+//   update is refused and the round goes on with the others without waiting for its deadline.
+//   DP-FedAvg: without noise and with a clip no update reaches, it equals FedAvg of clients of
+//   equal size; a clip every update exceeds bounds each round's step; with noise, the epsilon
+//   of every round and of the summary is the Gaussian mechanism's, minimised over orders by an
+//   independent grid search here. The coordinator's state, which holds the noise key, is 0600
+//   and the key appears in no log.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "brigade/fed/state_file.h"
+#include "common/metrics_records.h"
+#include "common/run_command.h"
+#include "fed/fed_test_util.h"
+
+namespace brigade {
+namespace {
+
+using testing::make_temp_dir;
+using testing::run_command;
+
+// Fashion-MNIST (the Debian package) split IID over 7 clients once for the suite.
+class AttackedFederation : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() {
+    root_ = new std::string(make_temp_dir("fed-attack"));
+    const auto r = run_command(std::string(BRIGADE_BINARY) +
+                                   " partition --data fashion_mnist --clients 7 --scheme iid "
+                                   "--seed 1 --out " +
+                                   *root_ + "/part",
+                               120);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  static void TearDownTestSuite() {
+    delete root_;
+    root_ = nullptr;
+  }
+
+  void SetUp() override {
+    if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/install-deps.sh)";
+    }
+  }
+
+  // Runs 10 rounds of 20 local steps with `sets` and returns the summary record.
+  nlohmann::json run(const std::string& name, const std::string& sets) {
+    const std::string config = *root_ + "/" + name + ".toml";
+    std::ofstream(config) << "[run]\nname = \"att\"\nseed = 3\n"
+                             "[model]\nkind = \"mlp\"\nhidden = [32]\n"
+                             "[data]\nsource = \"fashion_mnist\"\n"
+                             "path = \"/usr/share/datasets/fashion-mnist\"\n"
+                             "[train]\noptimizer = \"sgd\"\nlr = 0.05\nmomentum = 0.0\n"
+                             "weight_decay = 0.0\nmicro_batch = 32\n"
+                             "[sync]\nmethod = \"fed\"\n[comm]\ntimeout_s = 60\n"
+                             "[fed]\nrounds = 10\nlocal_steps = 20\nmin_clients = 7\n"
+                             "eval_every = 0\nround_deadline_s = 60\nclient_data = \""
+                          << *root_ << "/part/client_{client}\"\n";
+    const std::string cmd = std::string(BRIGADE_BINARY) + " launch --nproc 8 -- train " + config +
+                            " --set run.out_dir=" + *root_ + "/" + name + sets;
+    const auto r = run_command(cmd, 300);
+    EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
+    const auto summary =
+        testing::metrics_records(*root_ + "/" + name + "/att/metrics.jsonl", "summary");
+    if (summary.empty()) return nlohmann::json::object({{"test_accuracy", 0.0}});
+    return summary.back();
+  }
+
+  std::vector<nlohmann::json> rounds(const std::string& name) {
+    return testing::metrics_records(*root_ + "/" + name + "/att/metrics.jsonl", "round");
+  }
+
+  static std::string* root_;
+};
+
+std::string* AttackedFederation::root_ = nullptr;
+
+TEST_F(AttackedFederation, RobustRulesHoldOffNoiseThatBreaksFedAvg) {
+  const std::string attack = " --set fed.attack=noise --set fed.attackers=2";
+  const double clean = run("clean", "")["test_accuracy"];
+  ASSERT_GT(clean, 0.7);
+  const double broken = run("mean", attack)["test_accuracy"];
+  EXPECT_LT(broken, clean - 0.2) << "the attack does not hurt FedAvg: the test shows nothing";
+  for (const auto& [name, sets] : std::vector<std::pair<std::string, std::string>>{
+           {"median", " --set fed.aggregator=median"},
+           {"trimmed", " --set fed.aggregator=trimmed_mean --set fed.trim_fraction=0.3"},
+           {"multikrum", " --set fed.aggregator=multi_krum --set fed.byzantine=2"}}) {
+    const double accuracy = run(name, attack + sets)["test_accuracy"];
+    EXPECT_GT(accuracy, clean - 0.02) << name << " (clean " << clean << ")";
+  }
+  // Krum steps with one client's update, which costs accuracy even without an attack (Blanchard
+  // et al. 2017): under attack it stays within 2 points of its own clean run.
+  const std::string krum = " --set fed.aggregator=krum --set fed.byzantine=2";
+  const double krum_clean = run("krum-clean", krum)["test_accuracy"];
+  EXPECT_GT(krum_clean, clean - 0.05);
+  EXPECT_GT(run("krum", attack + krum)["test_accuracy"].get<double>(), krum_clean - 0.02);
+  // Krum and Multi-Krum never chose an attacker (clients 0 and 1).
+  for (const std::string name : {"krum", "multikrum"}) {
+    for (const auto& r : rounds(name)) {
+      for (const auto& c : r["selected"]) EXPECT_GE(c.get<int>(), 2) << name << " " << r.dump();
+    }
+  }
+}
+
+TEST_F(AttackedFederation, ANanUpdateIsRefusedAndTheRoundGoesOnWithoutWaiting) {
+  const auto summary = run("nan",
+                           " --set 'fed.attack=\"nan\"' --set fed.attackers=2 "
+                           "--set fed.min_clients=5 --set fed.rounds=3");
+  EXPECT_GT(summary["test_accuracy"].get<double>(), 0.6);
+  const auto records = rounds("nan");
+  ASSERT_EQ(records.size(), 3u);
+  for (const auto& r : records) {
+    EXPECT_EQ(r["answered"], 5);
+    EXPECT_EQ(r["participants"], nlohmann::json({2, 3, 4, 5, 6}));
+    EXPECT_LT(r["round_s"].get<double>(), 30.0) << "the round waited for the refused clients";
+  }
+  EXPECT_GE(records.back()["refused"].get<int>(), 6);
+}
+
+using TinyFed = testing::TinyFederation;
+
+TEST_F(TinyFed, DpFedAvgWithoutNoiseAndAnUnreachedClipEqualsFedAvg) {
+  run("avg", "local_steps = 3\n");
+  run("dp", "local_steps = 3\ndp_clip = 1e9\ndp_noise = 0.0\n");
+  const int64_t n = testing::tiny_model(1)->num_params();
+  const auto avg = coordinator_state("avg").tensor("params", n, "avg");
+  const auto dp = coordinator_state("dp").tensor("params", n, "dp");
+  EXPECT_LT(testing::relative_error(dp, avg), 1e-6);
+}
+
+TEST_F(TinyFed, DpClipBoundsEveryRoundsStep) {
+  constexpr double kClip = 0.01;
+  run("clip", "rounds = 1\nlocal_steps = 3\ndp_clip = 0.01\n");
+  auto model = testing::tiny_model(1);
+  const int64_t n = model->num_params();
+  const auto after = coordinator_state("clip").tensor("params", n, "clip");
+  double squares = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(after[i]) - model->params()[i];
+    squares += d * d;
+  }
+  // Each of the 3 updates is far longer than the clip: the mean of 3 clipped ones.
+  EXPECT_LE(std::sqrt(squares), kClip * (1 + 1e-5));
+  EXPECT_GT(std::sqrt(squares), kClip / 2);
+  const auto r = testing::metrics_records(dir_ + "/clip/fed/metrics.jsonl", "round");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0]["dp_clipped"], 3);
+}
+
+// The epsilon of `rounds` Gaussian mechanisms of multiplier z (every client every round):
+// T alpha / (2 z^2) converted as Canonne, Kamath and Steinke (2020), minimised over a fine grid.
+double gaussian_epsilon(double z, int rounds, double delta) {
+  double best = INFINITY;
+  for (double a = 1.02; a < 2000; a *= 1.0005) {
+    const double rdp = rounds * a / (2 * z * z);
+    best = std::min(best, rdp + std::log1p(-1 / a) - (std::log(delta) + std::log(a)) / (a - 1));
+  }
+  return best;
+}
+
+TEST_F(TinyFed, DpFedAvgReportsTheEpsilonOfItsNoiseAndKeepsItsKeySecret) {
+  run("noised", "rounds = 3\ndp_clip = 0.5\ndp_noise = 1.2\ndp_delta = 1e-4\n");
+  const auto records = testing::metrics_records(dir_ + "/noised/fed/metrics.jsonl", "round");
+  ASSERT_EQ(records.size(), 3u);
+  for (int r = 0; r < 3; ++r) {
+    const double want = gaussian_epsilon(1.2, r + 1, 1e-4);
+    const double got = records[r]["dp_epsilon"];
+    EXPECT_GE(got, want * (1 - 1e-9)) << "round " << r + 1;  // the grid here is finer
+    EXPECT_LT(got, want * 1.02) << "round " << r + 1;
+    EXPECT_EQ(records[r]["participants"], nlohmann::json({0, 1, 2}));  // q = 1: everyone
+  }
+  const auto summary = testing::metrics_records(dir_ + "/noised/fed/metrics.jsonl", "summary");
+  ASSERT_FALSE(summary.empty());
+  EXPECT_DOUBLE_EQ(summary.back()["dp_epsilon"].get<double>(),
+                   records.back()["dp_epsilon"].get<double>());
+
+  const std::string state_path = dir_ + "/noised/fed/fed/coordinator.state";
+  struct stat st {};
+  ASSERT_EQ(::stat(state_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const StateFile state = read_state_file(state_path);
+  std::string logs;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir_ + "/noised")) {
+    if (e.path().extension() == ".log" || e.path().extension() == ".jsonl") {
+      std::ifstream f(e.path());
+      logs += std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    }
+  }
+  for (int w = 0; w < 4; ++w) {
+    const int64_t word = state.int_or("dp_key_" + std::to_string(w), 0);
+    ASSERT_NE(word, 0);
+    EXPECT_EQ(logs.find(std::to_string(word)), std::string::npos) << "the DP key is in a log";
+  }
+}
+
+}  // namespace
+}  // namespace brigade
