@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
       {"import", brigade::cli::add_import(app)},
       {"report", brigade::cli::add_report(app)},
       {"partition", brigade::cli::add_partition(app)},
+      {"privacy", brigade::cli::add_privacy(app)},
   };
   app.set_version_flag(
       "--version", [] { return brigade::cli::version_text(); },
