@@ -9,6 +9,9 @@
 //   of every round and of the summary is the Gaussian mechanism's, minimised over orders by an
 //   independent grid search here. The coordinator's state, which holds the noise key, is 0600
 //   and the key appears in no log.
+//   Secure aggregation: the unmasked mean equals FedAvg of clients of equal size; a client that
+//   drops after sharing its keys leaves a round of the others, and a round with fewer survivors
+//   than the threshold is refused and retried, never wrongly unmasked.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -201,6 +204,78 @@ TEST_F(TinyFed, DpFedAvgReportsTheEpsilonOfItsNoiseAndKeepsItsKeySecret) {
     ASSERT_NE(word, 0);
     EXPECT_EQ(logs.find(std::to_string(word)), std::string::npos) << "the DP key is in a log";
   }
+}
+
+// FedAvg of one local SGD step per client over `participants[r]` in round r, from the tiny
+// model's initial parameters: the reference a secure federation must reach.
+std::vector<float> fedavg_reference(const std::vector<ImageSet>& sets,
+                                    const std::vector<std::vector<int>>& participants) {
+  auto model = testing::tiny_model(testing::kTinyExamples);
+  const auto n = static_cast<size_t>(model->num_params());
+  std::vector<float> x(model->params(), model->params() + n);
+  for (const std::vector<int>& round : participants) {
+    std::vector<double> mean(n, 0.0);
+    for (int k : round) {
+      std::copy(x.begin(), x.end(), model->params());
+      const std::vector<float> g = testing::batch_gradient(*model, {sets[k]});
+      for (size_t i = 0; i < n; ++i) mean[i] -= TinyFed::kLr * g[i] / double(round.size());
+    }
+    for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] + mean[i]);
+  }
+  return x;
+}
+
+TEST_F(TinyFed, SecureAggregationEqualsFedAvg) {
+  run("secure", "secure_aggregation = true\nmin_clients = 2\n");
+  const int64_t n = testing::tiny_model(1)->num_params();
+  const auto got = coordinator_state("secure").tensor("params", n, "secure");
+  EXPECT_LT(testing::relative_error(
+                got, fedavg_reference(client_sets(), {{0, 1, 2}, {0, 1, 2}, {0, 1, 2}})),
+            1e-5);
+  for (const auto& r : testing::metrics_records(dir_ + "/secure/fed/metrics.jsonl", "round")) {
+    EXPECT_EQ(r["aggregator"], "secure_mean");
+    EXPECT_EQ(r["participants"], nlohmann::json({0, 1, 2}));
+  }
+}
+
+// Client 1 shares its keys in round 2 and then sends no masked update: the survivors' sum
+// must come out with its pairwise masks removed (rebuilt from the others' shares of its key).
+TEST_F(TinyFed, SecureAggregationSurvivesAClientThatDropsAfterSharing) {
+  const std::string cmd = "env BRIGADE_FAULT_SECAGG_SILENT=1:masked:2 " +
+                          command("drop",
+                                  "secure_aggregation = true\nmin_clients = 2\n"
+                                  "secagg_step_s = 5\n");
+  const auto r = run_command(cmd, 240);
+  ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
+  const int64_t n = testing::tiny_model(1)->num_params();
+  const auto got = coordinator_state("drop").tensor("params", n, "drop");
+  EXPECT_LT(
+      testing::relative_error(got, fedavg_reference(client_sets(), {{0, 1, 2}, {0, 2}, {0, 1, 2}})),
+      1e-5);
+  const auto rounds = testing::metrics_records(dir_ + "/drop/fed/metrics.jsonl", "round");
+  ASSERT_EQ(rounds.size(), 3u);
+  EXPECT_EQ(rounds[1]["participants"], nlohmann::json({0, 2}));
+  EXPECT_EQ(rounds[1]["attempts"], 1);
+}
+
+// Two of three drop after sharing: fewer survivors than the threshold (2), so that attempt is
+// refused, not unmasked, and the retried attempt (everyone) makes the round.
+TEST_F(TinyFed, SecureAggregationRefusesARoundBelowTheThresholdAndRetriesIt) {
+  const std::string cmd = "env BRIGADE_FAULT_SECAGG_SILENT=1:masked:2,2:masked:2 " +
+                          command("below",
+                                  "secure_aggregation = true\nmin_clients = 2\n"
+                                  "secagg_step_s = 5\n");
+  const auto r = run_command(cmd, 240);
+  ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
+  EXPECT_NE(r.output.find("secure aggregation stopped at masking"), std::string::npos) << r.output;
+  const int64_t n = testing::tiny_model(1)->num_params();
+  const auto got = coordinator_state("below").tensor("params", n, "below");
+  EXPECT_LT(testing::relative_error(
+                got, fedavg_reference(client_sets(), {{0, 1, 2}, {0, 1, 2}, {0, 1, 2}})),
+            1e-5);
+  const auto rounds = testing::metrics_records(dir_ + "/below/fed/metrics.jsonl", "round");
+  ASSERT_EQ(rounds.size(), 3u);
+  EXPECT_EQ(rounds[1]["attempts"], 2);
 }
 
 }  // namespace

@@ -67,6 +67,11 @@ class FedMessageTarget final : public Target {
     hello.type = static_cast<uint32_t>(FedType::kHello);
     hello.run_tag = kTag;
     out.push_back(frames_to_input(encode_fed_message(hello, nullptr, nullptr)));
+    FedHeader step = hello;  // a secure-aggregation step: its bytes are secagg_message's
+    step.type = static_cast<uint32_t>(FedType::kSecAgg);
+    step.round = 4;
+    const std::vector<uint8_t> bytes(72, 0x5a);
+    out.push_back(frames_to_input(encode_fed_secagg(step, bytes)));
     return out;
   }
 

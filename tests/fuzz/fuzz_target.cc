@@ -39,6 +39,7 @@ std::vector<std::pair<std::string, Maker>>& registry() {
       {"fed_message", make_fed_message_target},
       {"fed_state", make_fed_state_target},
       {"fed_state_resealed", make_fed_state_resealed_target},
+      {"secagg_message", make_secagg_message_target},
   };
   return targets;
 }

@@ -92,5 +92,6 @@ std::unique_ptr<Target> make_ps_message_target(const std::string& dir);
 std::unique_ptr<Target> make_fed_message_target(const std::string& dir);
 std::unique_ptr<Target> make_fed_state_target(const std::string& dir);
 std::unique_ptr<Target> make_fed_state_resealed_target(const std::string& dir);
+std::unique_ptr<Target> make_secagg_message_target(const std::string& dir);
 
 }  // namespace brigade::fuzz

@@ -60,6 +60,7 @@ constexpr Plan kPlans[] = {
     {"fed_message", 6000},
     {"fed_state", 3000},
     {"fed_state_resealed", 3000},
+    {"secagg_message", 6000},
 };
 
 void run_plan(const std::string& target) {
@@ -147,6 +148,9 @@ TEST(ParsersFuzz, FedState) {
 }
 TEST(ParsersFuzz, FedStateResealed) {
   run_plan("fed_state_resealed");
+}
+TEST(ParsersFuzz, SecAggMessage) {
+  run_plan("secagg_message");
 }
 
 }  // namespace

@@ -70,10 +70,11 @@ void Client::answer(const FedMessage& train) {
                  mix_seed(setup_.seed, 0xa77ac, static_cast<uint64_t>(setup_.client),
                           static_cast<uint64_t>(t.round)),
                  delta_.data(), n_);
-  FedHeader h = header_for(setup_, FedType::kUpdate);
+  const bool secure = t.threshold > 0;
+  FedHeader h = header_for(setup_, secure ? FedType::kSecAgg : FedType::kUpdate);
   h.round = t.round;
   h.attempt = t.attempt;
-  h.count = n_;
+  h.count = secure ? 0 : n_;
   h.controls = scaffold ? 1 : 0;
   h.samples = r.samples;
   h.steps = r.steps;
@@ -81,7 +82,11 @@ void Client::answer(const FedMessage& train) {
   h.seen = r.seen;
   h.loss = r.loss;
   h.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  link_.send(encode_fed_message(h, delta_.data(), scaffold ? control_delta_.data() : nullptr));
+  if (secure) {
+    start_secure_round(t, h);
+  } else {
+    link_.send(encode_fed_message(h, delta_.data(), scaffold ? control_delta_.data() : nullptr));
+  }
   log_.info(
       "round {}: {} local steps on {} examples, loss {:.4f}, local accuracy {:.2f}%, {:.2f} s",
       t.round + 1, r.steps, r.samples, r.loss,
@@ -124,6 +129,10 @@ int64_t Client::run() {
     }
     const auto type = static_cast<FedType>(m->header.type);
     if (type == FedType::kStop) return rounds;
+    if (type == FedType::kSecAggServer) {
+      step_secure_round(*m);
+      continue;
+    }
     if (type != FedType::kTrain || m->header.count != n_ ||
         m->header.client != static_cast<uint32_t>(setup_.client)) {
       log_.info("refused a {} message for client {} with {} values from the coordinator",

@@ -7,12 +7,14 @@
 // c_i that round started with, so resumed runs stay bitwise.
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "brigade/comm/curve_socket.h"
 #include "brigade/fed/attack.h"
 #include "brigade/fed/fed_message.h"
 #include "brigade/fed/local_training.h"
+#include "brigade/fed/secagg/secagg_client.h"
 #include "brigade/monitor/log.h"
 
 namespace brigade {
@@ -26,6 +28,11 @@ struct ClientSetup {
   // fed.attack, when this client is one of fed.attackers (tests and benchmarks only).
   AttackConfig attack;
   uint64_t seed = 0;  // run.seed: the attack's noise
+  // Secure aggregation (fed/secagg/): the federation's size (the fixed point's max_clients),
+  // each value's clip, and DP-FedAvg's L2 clip, applied here since no one else sees the update.
+  int64_t federation_clients = 0;
+  double secagg_clip = 1.0;
+  double dp_clip = 0;
 };
 
 class Client {
@@ -39,6 +46,11 @@ class Client {
  private:
   void load_state();
   void answer(const FedMessage& train);
+  // Secure aggregation (client_secagg.cc): advertises this round's keys, with the training's
+  // figures in the header; then answers each step of the coordinator's until the round is done.
+  void start_secure_round(const FedHeader& train, FedHeader stats);
+  void step_secure_round(const FedMessage& step);
+  void send_secure(const std::vector<uint8_t>& bytes);
 
   ClientSetup setup_;
   LocalTrainer& trainer_;
@@ -49,6 +61,9 @@ class Client {
   int64_t n_ = 0;
   std::vector<float> control_, control_before_, delta_, control_delta_;
   int64_t control_round_ = -1;  // the round control_ was made in; -1: never trained
+  std::unique_ptr<secagg::SecAggClient> secure_;  // the secure round in progress, if any
+  secagg::RoundId secure_id_;
+  FedHeader secure_header_;  // the header of this client's steps in it
 };
 
 }  // namespace brigade

@@ -25,12 +25,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-int64_t message_bytes(const zmq::multipart_t& frames) {
-  int64_t bytes = 0;
-  for (const zmq::message_t& f : frames) bytes += static_cast<int64_t>(f.size());
-  return bytes;
-}
-
 ServerOptimizerConfig server_optimizer_config(const FedConfig& fed) {
   return {.name = fed.server_optimizer,
           .lr = static_cast<float>(fed.server_lr),
@@ -171,15 +165,9 @@ std::vector<int> Coordinator::sample(int64_t round, int64_t attempt) const {
   return chosen;
 }
 
-std::map<int, Coordinator::Answer> Coordinator::collect(int64_t round, int64_t attempt,
-                                                        const std::vector<int>& asked,
-                                                        int64_t* bytes_down, int64_t* bytes_up) {
-  RoundInProgress progress;
-  progress.round = round;
-  progress.attempt = attempt;
-  progress.values = n_;
-  progress.scaffold = scaffold_;
-  const auto start = Clock::now();
+std::set<int> Coordinator::send_train(int64_t round, int64_t attempt, const std::vector<int>& asked,
+                                      int64_t threshold, int64_t* bytes_down) {
+  std::set<int> reached;
   for (int client : asked) {
     FedHeader h;
     h.type = static_cast<uint32_t>(FedType::kTrain);
@@ -189,9 +177,10 @@ std::map<int, Coordinator::Answer> Coordinator::collect(int64_t round, int64_t a
     h.attempt = attempt;
     h.count = n_;
     h.controls = scaffold_ ? 1 : 0;
+    h.threshold = threshold;
     zmq::multipart_t frames =
         encode_fed_message(h, model_.params(), scaffold_ ? control_.data() : nullptr);
-    const int64_t bytes = message_bytes(frames);
+    const int64_t bytes = fed_message_bytes(frames);
     if (!socket_.send(connected_.at(client), std::move(frames))) {
       log_.info("client {} has disconnected; it leaves the federation until it connects again",
                 client);
@@ -199,8 +188,21 @@ std::map<int, Coordinator::Answer> Coordinator::collect(int64_t round, int64_t a
       continue;
     }
     *bytes_down += bytes;
-    progress.asked.insert(client);
+    reached.insert(client);
   }
+  return reached;
+}
+
+std::map<int, Coordinator::Answer> Coordinator::collect(int64_t round, int64_t attempt,
+                                                        const std::vector<int>& asked,
+                                                        int64_t* bytes_down, int64_t* bytes_up) {
+  RoundInProgress progress;
+  progress.round = round;
+  progress.attempt = attempt;
+  progress.values = n_;
+  progress.scaffold = scaffold_;
+  const auto start = Clock::now();
+  progress.asked = send_train(round, attempt, asked, 0, bytes_down);
   std::map<int, Answer> answers;
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(setup_.fed.round_deadline_s));
@@ -215,7 +217,7 @@ std::map<int, Coordinator::Answer> Coordinator::collect(int64_t round, int64_t a
     const int peer = r->peer;
     connected_[peer] = zmq::message_t(r->identity.data(), r->identity.size());
     std::string why;
-    const int64_t bytes = message_bytes(r->frames);
+    const int64_t bytes = fed_message_bytes(r->frames);
     std::optional<FedMessage> m =
         decode_fed_message(std::move(r->frames), setup_.run_tag, n_, &why);
     if (!m) {
@@ -246,6 +248,13 @@ double Coordinator::dp_sampling_probability() const {
   return static_cast<double>(per_round) / static_cast<double>(setup_.clients);
 }
 
+void Coordinator::record_privacy(nlohmann::json& record) {
+  accountant_.compose(dp_sampling_probability(), setup_.fed.dp_noise);
+  const double eps = accountant_.epsilon(setup_.fed.dp_delta);
+  record["dp_epsilon"] = std::isinf(eps) ? nlohmann::json(nullptr) : nlohmann::json(eps);
+  record["dp_delta"] = setup_.fed.dp_delta;
+}
+
 nlohmann::json Coordinator::aggregate(const std::map<int, Answer>& answers, int64_t round,
                                       int64_t attempt) {
   const FedConfig& fed = setup_.fed;
@@ -255,6 +264,20 @@ nlohmann::json Coordinator::aggregate(const std::map<int, Answer>& answers, int6
   bounded_.resize(answers.size());
   double longest = 0;
   int64_t bounded = 0;
+  if (fed.secure_aggregation) {  // collect_secure left the survivors' sum in delta_
+    const auto survivors = static_cast<double>(answers.size());
+    if (dp_) {
+      const double q = dp_sampling_probability();
+      dp_->noised_sum(delta_.data(), n_, q * static_cast<double>(setup_.clients), round, attempt,
+                      delta_.data());
+      record_privacy(record);
+    } else {
+      for (float& v : delta_) v = static_cast<float>(v / survivors);
+    }
+    record["aggregator"] = dp_ ? "secure_dp_sum" : "secure_mean";
+    server_->apply(model_.params(), delta_.data());
+    return record;
+  }
   for (const auto& [client, a] : answers) {  // sorted by client: the sums' order is fixed
     const float* delta = a.message.model;
     if (fed.norm_bound > 0) {
@@ -279,10 +302,7 @@ nlohmann::json Coordinator::aggregate(const std::map<int, Answer>& answers, int6
     const double q = dp_sampling_probability();
     record["dp_clipped"] = dp_->noised_mean(deltas, n_, q * static_cast<double>(setup_.clients),
                                             round, attempt, delta_.data());
-    accountant_.compose(q, fed.dp_noise);
-    const double eps = accountant_.epsilon(fed.dp_delta);
-    record["dp_epsilon"] = std::isinf(eps) ? nlohmann::json(nullptr) : nlohmann::json(eps);
-    record["dp_delta"] = fed.dp_delta;
+    record_privacy(record);
   } else if (fed.aggregator == "median") {
     coordinate_median(deltas, n_, delta_.data());
   } else if (fed.aggregator == "trimmed_mean") {
@@ -367,7 +387,9 @@ CoordinatorOutcome Coordinator::run() {
           dp_ ? std::min<int64_t>(fed.min_clients, static_cast<int64_t>(asked.size()))
               : fed.min_clients;
       if (static_cast<int64_t>(asked.size()) >= needed) {
-        answers = collect(round, attempt, asked, &bytes_down, &bytes_up);
+        answers = fed.secure_aggregation
+                      ? collect_secure(round, attempt, asked, &bytes_down, &bytes_up)
+                      : collect(round, attempt, asked, &bytes_down, &bytes_up);
       }
       if (static_cast<int64_t>(answers.size()) >= needed) break;
       const std::string what = fmt::format(

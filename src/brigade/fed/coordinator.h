@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -79,9 +80,21 @@ class Coordinator {
   // One attempt of a round: returns the answers that may be aggregated.
   std::map<int, Answer> collect(int64_t round, int64_t attempt, const std::vector<int>& asked,
                                 int64_t* bytes_down, int64_t* bytes_up);
+  // Sends kTrain of (round, attempt) to the asked clients (threshold > 0: under secure
+  // aggregation); returns those it reached. Clients that have gone leave connected_.
+  std::set<int> send_train(int64_t round, int64_t attempt, const std::vector<int>& asked,
+                           int64_t threshold, int64_t* bytes_down);
+  // One attempt of a round under secure aggregation (coordinator_secagg.cc): the four steps of
+  // fed/secagg/protocol.h. On success delta_ holds the sum of the survivors' updates and the
+  // answers (their headers: samples, losses, durations) are theirs; otherwise it is empty.
+  std::map<int, Answer> collect_secure(int64_t round, int64_t attempt,
+                                       const std::vector<int>& asked, int64_t* bytes_down,
+                                       int64_t* bytes_up);
   // Turns the answers into delta_ by fed.aggregator (or DP-FedAvg's noised mean) and applies
   // it; returns what the round's metrics record says about it.
   nlohmann::json aggregate(const std::map<int, Answer>& answers, int64_t round, int64_t attempt);
+  // Composes the round into the accountant and writes (epsilon, delta) into record.
+  void record_privacy(nlohmann::json& record);
   // The Poisson probability of DP-FedAvg's client sampling: clients_per_round / clients.
   double dp_sampling_probability() const;
   std::pair<double, double> evaluate();  // test loss, accuracy

@@ -65,6 +65,23 @@ int64_t DpMechanism::noised_mean(const std::vector<const float*>& updates, int64
     clipped += norm > clip_ ? 1 : 0;
     for (int64_t i = 0; i < n; ++i) sum_[static_cast<size_t>(i)] += scale * u[i];
   }
+  add_noise(n, round, attempt);
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = static_cast<float>(sum_[static_cast<size_t>(i)] / expected_clients);
+  }
+  return clipped;
+}
+
+void DpMechanism::noised_sum(const float* sum, int64_t n, double expected_clients, int64_t round,
+                             int64_t attempt, float* out) {
+  sum_.assign(sum, sum + n);
+  add_noise(n, round, attempt);
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = static_cast<float>(sum_[static_cast<size_t>(i)] / expected_clients);
+  }
+}
+
+void DpMechanism::add_noise(int64_t n, int64_t round, int64_t attempt) {
   const double sigma = noise_ * clip_;
   if (sigma > 0) {
     const int64_t pairs = (n + 1) / 2;
@@ -81,10 +98,6 @@ int64_t DpMechanism::noised_mean(const std::vector<const float*>& updates, int64
       if (2 * p + 1 < n) sum_[static_cast<size_t>(2 * p + 1)] += sigma * r * std::sin(theta);
     }
   }
-  for (int64_t i = 0; i < n; ++i) {
-    out[i] = static_cast<float>(sum_[static_cast<size_t>(i)] / expected_clients);
-  }
-  return clipped;
 }
 
 }  // namespace brigade

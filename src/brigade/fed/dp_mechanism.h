@@ -39,6 +39,10 @@ class DpMechanism {
   // Returns how many updates were longer than the clip and were scaled down.
   int64_t noised_mean(const std::vector<const float*>& updates, int64_t n, double expected_clients,
                       int64_t round, int64_t attempt, float* out);
+  // out = (sum + noise) / expected_clients for a sum already clipped by the clients (secure
+  // aggregation: the coordinator never sees one update). sum and out may be the same.
+  void noised_sum(const float* sum, int64_t n, double expected_clients, int64_t round,
+                  int64_t attempt, float* out);
 
  private:
   double clip_, noise_;
@@ -46,6 +50,8 @@ class DpMechanism {
   std::array<uint8_t, 16> sample_key_;
   std::vector<uint64_t> words_;  // the round's ChaCha20 stream, reused
   std::vector<double> sum_;
+
+  void add_noise(int64_t n, int64_t round, int64_t attempt);  // to sum_
 };
 
 }  // namespace brigade

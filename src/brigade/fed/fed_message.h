@@ -9,12 +9,18 @@
 //   frame 2  SCAFFOLD only: header.count f32 values (kTrain: the global control variate c;
 //            kUpdate: the change of the client's control variate, c_i+ - c_i)
 //
+// Under secure aggregation (fed.secure_aggregation) the answer to kTrain is not a kUpdate but
+// the steps of a secure-aggregation round: kSecAgg (client -> coordinator) and kSecAggServer
+// (coordinator -> client) carry count = 0 and one frame of bytes, a message of fed/secagg/wire.h,
+// which its own decoder checks.
+//
 // Everything the coordinator reads is bounded and checked before use (decode_fed_message): the
 // frame count and sizes, magic, version, type and run tag; what it may mean for the round (its
 // round and attempt, whether the client was asked, finite values) is checked by the
 // coordinator (fed_round.h). A message that fails is refused with a reason and changes nothing.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -25,14 +31,16 @@ enum class FedType : uint32_t {
   // client -> coordinator
   kHello = 1,   // this client is connected and ready for rounds
   kUpdate = 2,  // the answer to kTrain
+  kSecAgg = 3,  // a secure-aggregation step (frame 1: fed/secagg/wire.h bytes)
   // coordinator -> client
-  kTrain = 16,  // train round `round` (attempt `attempt`) from these parameters
-  kStop = 17,   // the run is over (or this invocation stops): exit
+  kTrain = 16,         // train round `round` (attempt `attempt`) from these parameters
+  kStop = 17,          // the run is over (or this invocation stops): exit
+  kSecAggServer = 18,  // a secure-aggregation step (frame 1: fed/secagg/wire.h bytes)
 };
 const char* fed_type_name(FedType type);
 
 inline constexpr uint32_t kFedMagic = 0x314c4642;  // "BFL1"
-inline constexpr uint32_t kFedVersion = 1;
+inline constexpr uint32_t kFedVersion = 2;
 
 struct FedHeader {
   uint32_t magic = kFedMagic;
@@ -50,8 +58,10 @@ struct FedHeader {
   int64_t seen = 0;      // kUpdate: examples of that epoch
   double loss = 0;       // kUpdate: mean training loss of the last local epoch
   double seconds = 0;    // kUpdate: the client's training time this round
+  // kTrain: > 0 asks for secure aggregation with this threshold t (fed/secagg/protocol.h).
+  int64_t threshold = 0;
 };
-static_assert(sizeof(FedHeader) == 104, "FedHeader is a wire format: keep its size");
+static_assert(sizeof(FedHeader) == 112, "FedHeader is a wire format: keep its size");
 
 // A decoded message; model and control point into frames (valid as long as the message).
 struct FedMessage {
@@ -59,10 +69,21 @@ struct FedMessage {
   zmq::multipart_t frames;
   const float* model = nullptr;    // header.count values; null when count is 0
   const float* control = nullptr;  // header.count values when header.controls; else null
+  // kSecAgg, kSecAggServer: the secure-aggregation message; else empty.
+  std::span<const uint8_t> secagg;
 };
 
 // The largest model a message may carry (2^28 values, 1 GiB).
 inline constexpr int64_t kFedMaxValues = int64_t{1} << 28;
+
+// The largest secure-aggregation frame: a masked model and room for rosters and shares.
+inline constexpr int64_t kFedMaxSecAggBytes = kFedMaxValues * 4 + (int64_t{1} << 20);
+
+// The bytes of a message on the wire (its frames), as the metrics count them.
+int64_t fed_message_bytes(const zmq::multipart_t& frames);
+
+// Builds a kSecAgg or kSecAggServer message: header (count 0) and the step's bytes.
+zmq::multipart_t encode_fed_secagg(const FedHeader& header, std::span<const uint8_t> bytes);
 
 // Builds the frames of a message; model and control may be null (then count must be 0, or
 // controls 0 for control).

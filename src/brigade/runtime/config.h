@@ -197,6 +197,13 @@ struct FedConfig {
   double dp_clip = 0;   // > 0 turns DP-FedAvg on
   double dp_noise = 0;  // z, the noise multiplier
   double dp_delta = 1e-5;
+  // Secure aggregation (fed/secagg/, Bonawitz et al. 2017): the coordinator learns only the sum
+  // of the round's updates. Each update value is clipped to +-secagg_clip and summed in fixed
+  // point; the mean is uniform over the clients that survive the round.
+  bool secure_aggregation = false;
+  double secagg_clip = 1.0;      // per value; updates beyond it are clipped (and counted)
+  int64_t secagg_threshold = 0;  // t: survivors needed to unmask; 0: half the asked clients + 1
+  double secagg_step_s = 30;     // deadline of each step after training (shares, masks, unmask)
   // Attack clients, for tests and benchmarks of the rules above (fed/attack.h): clients
   // 0 .. attackers - 1 send a corrupted update.
   std::string attack = "none";  // "none" | "sign_flip" | "scale" | "noise" | "label_flip" | "nan"

@@ -163,6 +163,28 @@ void validate_fed_trust(const FedConfig& fed) {
             "SCAFFOLD's control variates would leave un-noised: DP-FedAvg (fed.dp_clip > 0) "
             "works with \"fedavg\" or \"fedprox\"");
   }
+  require_real(fed.secagg_clip, "fed.secagg_clip", 0.0, 1e9, true);
+  require_range(fed.secagg_threshold, "fed.secagg_threshold", 0, 255);
+  require(fed.secagg_threshold != 1, "fed.secagg_threshold", fed.secagg_threshold,
+          "0 (half the asked clients + 1) or 2 to 255: one share reveals a secret");
+  require_real(fed.secagg_step_s, "fed.secagg_step_s", 0.0, 86400.0, true);
+  if (fed.secure_aggregation) {
+    require(fed.aggregator == "mean", "fed.aggregator", quote(fed.aggregator),
+            "needs each client's update, which secure aggregation hides: use \"mean\" with "
+            "fed.secure_aggregation = true");
+    require(fed.strategy != "scaffold", "fed.strategy", quote(fed.strategy),
+            "SCAFFOLD's control variates are not securely aggregated yet: use \"fedavg\" or "
+            "\"fedprox\" with fed.secure_aggregation = true");
+    require(fed.norm_bound == 0, "fed.norm_bound", fed.norm_bound,
+            "is applied by the coordinator to each update, which secure aggregation hides");
+    require(fed.min_clients >= 2, "fed.min_clients", fed.min_clients,
+            "must be at least 2 with fed.secure_aggregation = true (the sum of one client is "
+            "its update)");
+    require(fed.secagg_threshold <= fed.min_clients, "fed.secagg_threshold", fed.secagg_threshold,
+            fmt::format("must be at most fed.min_clients = {}: a round with the fewest answers "
+                        "must still unmask",
+                        fed.min_clients));
+  }
   require_one_of(fed.attack, "fed.attack",
                  {"none", "sign_flip", "scale", "noise", "label_flip", "nan"});
   require_range(fed.attackers, "fed.attackers", 0, 1 << 20);

@@ -107,7 +107,7 @@ int coordinate(const Config& config, ProcessGroup& group, int clients) {
   return out.interrupted ? 128 + interrupt_signal() : 0;
 }
 
-int serve_as_client(const Config& config, ProcessGroup& group, int client) {
+int serve_as_client(const Config& config, ProcessGroup& group, int client, int clients) {
   const RunFolder folder = create_run_folder(config, group.rank());
   Log log(group.rank(), folder.rank_log_path(group.rank()), false);
   // The launcher forwards a SIGINT/SIGTERM to every rank: a client answers until the
@@ -145,7 +145,10 @@ int serve_as_client(const Config& config, ProcessGroup& group, int client) {
                           .attack = {.kind = attacker ? config.fed.attack : "none",
                                      .scale = config.fed.attack_scale,
                                      .noise = config.fed.attack_noise},
-                          .seed = static_cast<uint64_t>(config.run.seed)};
+                          .seed = static_cast<uint64_t>(config.run.seed),
+                          .federation_clients = clients,
+                          .secagg_clip = config.fed.secagg_clip,
+                          .dp_clip = config.fed.dp_clip};
   Client role(
       setup, trainer, *model, link, [&store] { return store.check({kDoneKey}); }, log);
   const int64_t rounds = role.run();
@@ -176,6 +179,12 @@ int federation_clients(const Config& config, int world) {
         "fed.attackers = {}: the job has {} client(s); at least one client must be honest",
         config.fed.attackers, clients));
   }
+  if (config.fed.secure_aggregation && clients > 255) {
+    throw ConfigError(fmt::format(
+        "fed.secure_aggregation = true: the job has {} clients; secure aggregation shares keys "
+        "among at most 255 (Shamir over GF(2^8))",
+        clients));
+  }
   if (config.fed.min_clients > clients) {
     throw ConfigError(fmt::format(
         "fed.min_clients = {}: the job has {} process(es), a coordinator and {} client(s); "
@@ -188,7 +197,7 @@ int federation_clients(const Config& config, int world) {
 int train_federated(const Config& config, ProcessGroup group) {
   const int clients = federation_clients(config, group.size());
   if (group.rank() == 0) return coordinate(config, group, clients);
-  return serve_as_client(config, group, group.rank() - 1);
+  return serve_as_client(config, group, group.rank() - 1, clients);
 }
 
 }  // namespace brigade
