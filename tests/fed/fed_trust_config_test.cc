@@ -44,5 +44,21 @@ TEST(FedTrustConfig, RulesThatCannotHoldAreRefused) {
   EXPECT_THAT(error_of({"fed.dp_clip=1.0", "fed.strategy=\"scaffold\""}), HasSubstr("SCAFFOLD"));
 }
 
+TEST(FedTrustConfig, KeysAndSecureAggregationRulesAreChecked) {
+  EXPECT_THAT(error_of({"fed.client_key=\"k/c_{client}.key\""}), HasSubstr("go together"));
+  EXPECT_THAT(error_of({"fed.coordinator_public=\"k/c.pub\""}),
+              HasSubstr("needs fed.coordinator_key"));
+  EXPECT_THAT(error_of({"fed.secure_aggregation=true", "fed.aggregator=\"median\""}),
+              HasSubstr("secure aggregation hides"));
+  EXPECT_THAT(error_of({"fed.secure_aggregation=true"}), HasSubstr("at least 2"));
+  EXPECT_THAT(
+      error_of({"fed.secure_aggregation=true", "fed.min_clients=2", "fed.secagg_threshold=3"}),
+      HasSubstr("at most fed.min_clients"));
+  EXPECT_THAT(error_of({"fed.secagg_threshold=1"}), HasSubstr("one share reveals"));
+  EXPECT_EQ(error_of({"fed.secure_aggregation=true", "fed.min_clients=2", "fed.dp_clip=1.0",
+                      "fed.dp_noise=1.0"}),
+            "");
+}
+
 }  // namespace
 }  // namespace brigade

@@ -12,6 +12,9 @@
 //   Secure aggregation: the unmasked mean equals FedAvg of clients of equal size; a client that
 //   drops after sharing its keys leaves a round of the others, and a round with fewer survivors
 //   than the threshold is refused and retried, never wrongly unmasked.
+//   Long-term keys (`brigade keygen`): clients with their listed keys train; a client holding
+//   another key is refused and the others go on; clients that pin another coordinator key do
+//   not connect; no secret key reaches a log.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -22,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "brigade/base/file_io.h"
+#include "brigade/comm/key_file.h"
 #include "brigade/fed/state_file.h"
 #include "common/metrics_records.h"
 #include "common/run_command.h"
@@ -276,6 +281,66 @@ TEST_F(TinyFed, SecureAggregationRefusesARoundBelowTheThresholdAndRetriesIt) {
   const auto rounds = testing::metrics_records(dir_ + "/below/fed/metrics.jsonl", "round");
   ASSERT_EQ(rounds.size(), 3u);
   EXPECT_EQ(rounds[1]["attempts"], 2);
+}
+
+// Long-term keys from `brigade keygen` for the coordinator and clients 0 .. 2 in dir/keys, and
+// an intruder's pair; returns the [fed] lines that use them.
+std::string make_keys(const std::string& dir) {
+  for (const std::string name : {"coordinator", "client_0", "client_1", "client_2", "intruder"}) {
+    const auto r =
+        run_command(std::string(BRIGADE_BINARY) + " keygen --out " + dir + "/keys/" + name, 30);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(".pub"), std::string::npos) << r.output;
+  }
+  return "coordinator_key = \"" + dir + "/keys/coordinator.key\"\ncoordinator_public = \"" + dir +
+         "/keys/coordinator.pub\"\nclient_key = \"" + dir +
+         "/keys/client_{client}.key\"\nclient_public = \"" + dir +
+         "/keys/client_{client}.pub\"\nmin_clients = 2\nround_retries = 0\n";
+}
+
+TEST_F(TinyFed, ClientsWithTheirListedKeysTrainAndAnIntruderIsRefused) {
+  std::filesystem::create_directories(dir_ + "/keys");
+  const std::string keys = make_keys(dir_);
+  run("keyed", keys);
+  auto records = testing::metrics_records(dir_ + "/keyed/fed/metrics.jsonl", "round");
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records.back()["participants"], nlohmann::json({0, 1, 2}));
+
+  // Client 2 now holds the intruder's key: not the one the coordinator lists for it.
+  std::filesystem::rename(dir_ + "/keys/client_2.key", dir_ + "/keys/client_2.real");
+  std::filesystem::copy_file(dir_ + "/keys/intruder.key", dir_ + "/keys/client_2.key");
+  const std::string cmd = command("intruded", keys) + " --set comm.timeout_s=5";
+  const auto r = run_command(cmd, 240);
+  EXPECT_NE(r.output.find("refused client 2: it presents a key that is not its key"),
+            std::string::npos)
+      << r.output;
+  records = testing::metrics_records(dir_ + "/intruded/fed/metrics.jsonl", "round");
+  ASSERT_EQ(records.size(), 3u) << r.output;
+  for (const auto& rec : records) EXPECT_EQ(rec["participants"], nlohmann::json({0, 1}));
+  // No secret key reaches the output or a log.
+  std::string logs = r.output;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir_ + "/intruded")) {
+    if (e.path().extension() == ".log") logs += read_file(e.path().string());
+  }
+  for (const std::string name : {"coordinator", "client_0", "client_1", "intruder"}) {
+    const std::string secret =
+        read_secret_key_file(dir_ + "/keys/" + name + ".key", "test").secret_key;
+    EXPECT_EQ(logs.find(secret), std::string::npos) << name << "'s secret key is in a log";
+  }
+}
+
+TEST_F(TinyFed, ClientsRefuseACoordinatorThatIsNotThePinnedOne) {
+  std::filesystem::create_directories(dir_ + "/keys");
+  const std::string keys = make_keys(dir_);
+  // The clients pin the intruder's public key as the coordinator's.
+  const std::string cmd = command("pinned", keys) + " --set comm.timeout_s=5" +
+                          " --set fed.coordinator_public=" + dir_ + "/keys/intruder.pub";
+  const auto r = run_command(cmd, 240);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("holds a key that is not the one in fed.coordinator_public"),
+            std::string::npos)
+      << r.output;
+  EXPECT_TRUE(testing::metrics_records(dir_ + "/pinned/fed/metrics.jsonl", "round").empty());
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ Command add_import(CLI::App& app);
 Command add_report(CLI::App& app);
 Command add_partition(CLI::App& app);
 Command add_privacy(CLI::App& app);
+Command add_keygen(CLI::App& app);
 
 // For `brigade launch`: when the worker command is `train <config> [--set ...]`, loads and
 // validates that config, so a bad one is refused (ConfigError) before any worker starts.

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
       {"report", brigade::cli::add_report(app)},
       {"partition", brigade::cli::add_partition(app)},
       {"privacy", brigade::cli::add_privacy(app)},
+      {"keygen", brigade::cli::add_keygen(app)},
   };
   app.set_version_flag(
       "--version", [] { return brigade::cli::version_text(); },

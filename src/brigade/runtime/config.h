@@ -185,6 +185,12 @@ struct FedConfig {
   int64_t eval_every = 1;        // rounds between evaluations of the global model (0: at the end)
   int64_t ckpt_every = 1;        // rounds between coordinator checkpoints (0: at the end)
   std::string bind;              // the coordinator's address; empty: comm.host
+  // Long-term identities (`brigade keygen`, comm/key_file.h). Empty: fresh keys per job,
+  // exchanged through the job's store. "{client}" is replaced by the client's index.
+  std::string coordinator_key;     // the coordinator's NAME.key
+  std::string coordinator_public;  // clients: NAME.pub the coordinator must hold (pinned)
+  std::string client_key;          // a client's NAME.key
+  std::string client_public;       // the coordinator's allow-list: client k's NAME.pub
   // Robust aggregation (fed/robust_aggregate.h, docs/security.md).
   std::string aggregator = "mean";  // "mean" | "median" | "trimmed_mean" | "krum" | "multi_krum"
   double trim_fraction = 0.1;  // trimmed_mean: share of values dropped at each end, per coordinate

@@ -130,6 +130,15 @@ void validate_ps(const PsConfig& ps, const SyncConfig& sync) {
 
 // The robust-aggregation, privacy and attack keys of [fed] (docs/security.md).
 void validate_fed_trust(const FedConfig& fed) {
+  require(fed.client_key.empty() == fed.client_public.empty(),
+          fed.client_key.empty() ? "fed.client_public" : "fed.client_key",
+          quote(fed.client_key.empty() ? fed.client_public : fed.client_key),
+          "fed.client_key and fed.client_public go together: each client proves the key that "
+          "the coordinator lists for it");
+  require(fed.coordinator_public.empty() || !fed.coordinator_key.empty(), "fed.coordinator_public",
+          quote(fed.coordinator_public),
+          "needs fed.coordinator_key: a coordinator without a long-term key cannot hold the "
+          "pinned one");
   require_one_of(fed.aggregator, "fed.aggregator",
                  {"mean", "median", "trimmed_mean", "krum", "multi_krum"});
   require_real(fed.trim_fraction, "fed.trim_fraction", 0.0, 0.499999, false);

@@ -9,6 +9,7 @@
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
 #include "brigade/comm/curve_socket.h"
+#include "brigade/comm/key_file.h"
 #include "brigade/fed/client.h"
 #include "brigade/fed/coordinator.h"
 #include "brigade/fed/rendezvous.h"
@@ -53,7 +54,18 @@ int coordinate(const Config& config, ProcessGroup& group, int clients) {
   const ImageSet test = load_fashion_mnist(test_folder(config), "t10k");
   const std::unique_ptr<Model> model = make_model(config.model, kEvalBatch);
   Store& store = *group.world_options.store;
-  const CurveKeyPair keys = CurveKeyPair::generate();
+  const CurveKeyPair keys =
+      config.fed.coordinator_key.empty()
+          ? CurveKeyPair::generate()
+          : read_secret_key_file(config.fed.coordinator_key, "fed.coordinator_key");
+  // fed.client_public: the allow-list is the clients' long-term keys, whatever the store says.
+  std::vector<std::string> listed(static_cast<size_t>(clients));
+  if (!config.fed.client_public.empty()) {
+    for (int k = 0; k < clients; ++k) {
+      listed[static_cast<size_t>(k)] =
+          read_public_key_file(with_client(config.fed.client_public, k), "fed.client_public");
+    }
+  }
   auto log_line = [&log](const std::string& line) { log.line(line); };
   // The largest message is an update with a control-variate change: two models.
   CurveServerSocket socket(keys, {}, config.fed.bind.empty() ? config.comm.host : config.fed.bind,
@@ -63,10 +75,20 @@ int coordinate(const Config& config, ProcessGroup& group, int clients) {
   publish_coordinator(
       store, {.endpoint = socket.endpoint(), .public_key = keys.public_key, .run_tag = run_tag});
   std::vector<std::string> known(static_cast<size_t>(clients));
+  for (int k = 0; k < clients; ++k) {
+    if (!listed[static_cast<size_t>(k)].empty()) socket.allow(listed[static_cast<size_t>(k)], k);
+  }
   auto refresh_keys = [&] {
     for (int k = 0; k < clients; ++k) {
       std::string key = client_key_if_published(store, k);
       if (key.empty() || key == known[static_cast<size_t>(k)]) continue;
+      const std::string& want = listed[static_cast<size_t>(k)];
+      if (!want.empty() && key != want) {
+        log.info("refused client {}: it presents a key that is not its key in fed.client_public",
+                 k);
+        known[static_cast<size_t>(k)] = std::move(key);  // said once per key
+        continue;
+      }
       socket.allow(key, k);
       confirm_admission(store, k, key);
       known[static_cast<size_t>(k)] = std::move(key);
@@ -129,8 +151,19 @@ int serve_as_client(const Config& config, ProcessGroup& group, int client, int c
                                   .flip_labels = attacker && config.fed.attack == "label_flip"};
   LocalTrainer trainer(local, *model, data, client);
   Store& store = *group.world_options.store;
-  const CurveKeyPair keys = CurveKeyPair::generate();
+  const CurveKeyPair keys =
+      config.fed.client_key.empty()
+          ? CurveKeyPair::generate()
+          : read_secret_key_file(with_client(config.fed.client_key, client), "fed.client_key");
   const CoordinatorAddress address = join_coordinator(store, client, keys.public_key);
+  if (!config.fed.coordinator_public.empty() &&
+      address.public_key !=
+          read_public_key_file(config.fed.coordinator_public, "fed.coordinator_public")) {
+    throw CommError(CommError::Kind::kOther,
+                    fmt::format("client {}: the coordinator at {} holds a key that is not the "
+                                "one in fed.coordinator_public; not connecting",
+                                client, address.endpoint));
+  }
   CurveClientLink link(keys, address.public_key, address.endpoint);
   log.info("federated client {}: {} examples from {}, coordinator at {}", client, data.count,
            data_dir, address.endpoint);
@@ -159,7 +192,11 @@ int serve_as_client(const Config& config, ProcessGroup& group, int client, int c
 }  // namespace
 
 std::string client_data_folder(const FedConfig& fed, int client) {
-  std::string out = fed.client_data;
+  return with_client(fed.client_data, client);
+}
+
+std::string with_client(const std::string& pattern, int client) {
+  std::string out = pattern;
   const std::string token = "{client}";
   for (size_t at = out.find(token); at != std::string::npos; at = out.find(token, at)) {
     out.replace(at, token.size(), std::to_string(client));

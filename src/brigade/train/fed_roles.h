@@ -19,6 +19,8 @@ int federation_clients(const Config& config, int world);
 
 // fed.client_data for client k.
 std::string client_data_folder(const FedConfig& fed, int client);
+// `pattern` with every "{client}" replaced by the client's index.
+std::string with_client(const std::string& pattern, int client);
 
 // Runs this process's role; returns the exit code.
 int train_federated(const Config& config, ProcessGroup group);
