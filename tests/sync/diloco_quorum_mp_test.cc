@@ -5,12 +5,17 @@
 //     Nesterov update of their pseudo-gradients); the late replica still ends the step on the
 //     same theta_global, bitwise, and is a member of the next step again;
 //   - short of the quorum after the retries, every replica stops with a message;
-//   - the members list read from the store is validated.
+//   - the members list read from the store is validated;
+//   - a replica that sends a pseudo-gradient 1000 times too large moves the mean far from the
+//     honest one, while sync.outer_aggregator = median and trimmed_mean equal a naive
+//     reference of the same rule; a non-finite pseudo-gradient is left out by every replica.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -45,15 +50,26 @@ double initial(int64_t i) {
   return std::cos(0.11 * static_cast<double>(i));
 }
 
-// Naive DiLoCo outer step in double: mean pseudo-gradient of `members`, Nesterov update.
+// The members' pseudo-gradients of one coordinate combined: their mean, or what a robust rule
+// makes of them (sorted first, in double).
+using Combine = std::function<double(std::vector<double>)>;
+double mean_of(std::vector<double> x) {
+  double sum = 0;
+  for (double v : x) sum += v;
+  return sum / static_cast<double>(x.size());
+}
+
+// Naive DiLoCo outer step in double: the combined pseudo-gradient of `members` (Delta_r = theta
+// - local = step, times scale[r] when given: a poisoned replica), Nesterov update.
 void reference_round(std::vector<double>& theta, std::vector<double>& v,
-                     const std::vector<int>& members, int m) {
+                     const std::vector<int>& members, int m, const Combine& combine = mean_of,
+                     const std::vector<double>& scale = {}) {
   for (int64_t i = 0; i < kN; ++i) {
-    double mean = 0;
-    for (int r : members) mean += inner_step(r, m, i);  // Delta_r = theta - local = step
-    mean /= static_cast<double>(members.size());
-    v[i] = kMu * v[i] + mean;
-    theta[i] -= kLr * (mean + kMu * v[i]);
+    std::vector<double> deltas;
+    for (int r : members) deltas.push_back(inner_step(r, m, i) * (scale.empty() ? 1.0 : scale[r]));
+    const double delta = combine(deltas);
+    v[i] = kMu * v[i] + delta;
+    theta[i] -= kLr * (delta + kMu * v[i]);
   }
 }
 
@@ -184,6 +200,88 @@ TEST(DilocoQuorum, MembersListIsValidated) {
   for (const char* bad : {"", ",", "0,,1", "1,0", "0,0", "4", "-1", "0,1,x", "0 ,1", "!"}) {
     EXPECT_THROW(parse_members(bad, 4), PayloadError) << "\"" << bad << "\"";
   }
+}
+
+double max_difference(const std::vector<double>& theta, const std::vector<float>& p) {
+  double d = 0;
+  for (int64_t i = 0; i < kN; ++i) d = std::max(d, std::abs(theta[i] - p[i]));
+  return d;
+}
+
+// Rank 3 steps 1000 times as far as it should (a poisoned or broken replica); every rank ends
+// on the same theta_global, which matches a naive reference of the rule.
+TEST(DilocoQuorum, RobustRulesHoldOffAPoisonedReplica) {
+  TempDir dir;
+  const std::string store_dir = dir.path();
+  const std::vector<double> scale = {1, 1, 1, 1000};
+  const Combine median = [](std::vector<double> x) {
+    std::sort(x.begin(), x.end());
+    return 0.5 * (x[1] + x[2]);
+  };
+  const Combine trimmed = [](std::vector<double> x) {  // 4 values, 1 dropped at each end
+    std::sort(x.begin(), x.end());
+    return 0.5 * (x[1] + x[2]);
+  };
+  for (const std::string rule : {"mean", "median", "trimmed_mean"}) {
+    auto result = run_ranks(kWorld, 60s, [&](int rank) {
+      auto store = std::make_shared<FileStore>(store_dir, 20s);
+      QuorumExchange q(std::make_shared<PrefixStore>(rule, store), kWorld, rank,
+                       QuorumOptions{.quorum = 1.0, .deadline = 5s, .retries = 0}, nullptr);
+      std::vector<float> p = start_params();
+      DilocoOuter outer(DilocoConfig{.outer_lr = kLr,
+                                     .momentum = kMu,
+                                     .outer_rule = {.name = rule, .trim_fraction = 0.25}},
+                        p.data(), 0, kN);
+      for (int64_t i = 0; i < kN; ++i) {
+        p[i] -= static_cast<float>(inner_step(rank, 1, i) * scale[static_cast<size_t>(rank)]);
+      }
+      outer.outer_step(p.data(), q, "t1", "outer step 1");
+      EXPECT_TRUE(same_everywhere(*store, rule + "/check", rank, p)) << rule << " rank " << rank;
+      std::vector<double> theta(kN), v(kN, 0.0), honest(kN), hv(kN, 0.0);
+      for (int64_t i = 0; i < kN; ++i) theta[i] = honest[i] = static_cast<float>(initial(i));
+      reference_round(theta, v, {0, 1, 2, 3}, 1,
+                      rule == "median"         ? median
+                      : rule == "trimmed_mean" ? trimmed
+                                               : Combine(mean_of),
+                      scale);
+      reference_round(honest, hv, {0, 1, 2}, 1);
+      EXPECT_LE(max_difference(theta, p), 1e-5) << rule << " rank " << rank;
+      if (rule == "mean") {
+        EXPECT_GT(max_difference(honest, p), 1.0) << "the poison does not move the mean";
+      } else {
+        EXPECT_LT(max_difference(honest, p), 0.05) << rule;
+      }
+    });
+    EXPECT_TRUE(AllRanksOk(result)) << rule;
+  }
+}
+
+TEST(DilocoQuorum, ANonFinitePseudoGradientIsLeftOutByEveryReplica) {
+  TempDir dir;
+  const std::string store_dir = dir.path();
+  auto result = run_ranks(kWorld, 60s, [&](int rank) {
+    auto store = std::make_shared<FileStore>(store_dir, 20s);
+    std::vector<std::string> events;
+    QuorumExchange q(store, kWorld, rank,
+                     QuorumOptions{.quorum = 0.5, .deadline = 5s, .retries = 0},
+                     [&](const std::string& s) { events.push_back(s); });
+    std::vector<float> p = start_params();
+    DilocoOuter outer(DilocoConfig{.outer_lr = kLr, .momentum = kMu}, p.data(), 0, kN);
+    take_inner_steps(p, rank, 1);
+    if (rank == 2) p[7] = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<int> used = outer.outer_step(p.data(), q, "t1", "outer step 1");
+    EXPECT_EQ(used, (std::vector<int>{0, 1, 3})) << "rank " << rank;
+    EXPECT_TRUE(same_everywhere(*store, "check", rank, p)) << "rank " << rank;
+    std::vector<double> theta(kN), v(kN, 0.0);
+    for (int64_t i = 0; i < kN; ++i) theta[i] = static_cast<float>(initial(i));
+    reference_round(theta, v, {0, 1, 3}, 1);
+    EXPECT_LE(max_difference(theta, p), 1e-5) << "rank " << rank;
+    bool named = false;
+    for (const std::string& e : events)
+      named |= e.find("rank 2 is not finite") != std::string::npos;
+    EXPECT_TRUE(named) << "rank " << rank;
+  });
+  EXPECT_TRUE(AllRanksOk(result));
 }
 
 }  // namespace

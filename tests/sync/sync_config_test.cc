@@ -139,6 +139,21 @@ TEST(SyncConfig, QuorumKeys) {
   EXPECT_EQ(parse_config(q.to_toml(), "resolved").sync.quorum, 0.75);
 }
 
+// Robust outer steps: only where the outer step sees each replica's pseudo-gradient.
+TEST(SyncConfig, OuterAggregatorKeys) {
+  EXPECT_EQ(config_error_of({"sync.method=diloco", "sync.quorum=0.75",
+                             "sync.outer_aggregator=\"median\"", "sync.outer_norm_bound=2.0"}),
+            "");
+  EXPECT_THAT(config_error_of({"sync.method=diloco", "sync.outer_aggregator=\"median\""}),
+              HasSubstr("applies to diloco with sync.quorum < 1"));
+  EXPECT_THAT(config_error_of({"sync.method=diloco", "sync.outer_norm_bound=1.0"}),
+              HasSubstr("sync.outer_norm_bound"));
+  EXPECT_THAT(config_error_of({"sync.outer_aggregator=\"mode\""}),
+              HasSubstr("sync.outer_aggregator"));
+  EXPECT_THAT(config_error_of({"sync.outer_trim_fraction=0.5"}),
+              HasSubstr("sync.outer_trim_fraction"));
+}
+
 // The CLI validates before any work: exit code 2 and the message on stderr.
 TEST(SyncConfig, CheckConfigRefusesABadCombination) {
   std::string dir = testing::make_temp_dir("sync-config");

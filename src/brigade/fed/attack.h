@@ -1,6 +1,6 @@
 #pragma once
 // Attack clients (fed.attack, fed.attackers), so that tests and benchmarks can show what the
-// robust aggregation rules (robust_aggregate.h) hold off and what plain FedAvg does not. An
+// robust aggregation rules (optim/robust_aggregate.h) hold off and what plain FedAvg does not. An
 // attacking client trains as usual and then corrupts what it sends:
 //
 //   sign_flip   the update negated

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "brigade/fed/client.h"
-#include "brigade/fed/robust_aggregate.h"
+#include "brigade/optim/robust_aggregate.h"
 #include "brigade/fed/secagg/wire.h"
 
 namespace brigade {

@@ -11,9 +11,9 @@
 
 #include "brigade/base/error.h"
 #include "brigade/fed/local_training.h"
-#include "brigade/fed/robust_aggregate.h"
 #include "brigade/fed/state_file.h"
 #include "brigade/fed/update_check.h"
+#include "brigade/optim/robust_aggregate.h"
 
 namespace brigade {
 
@@ -303,30 +303,25 @@ nlohmann::json Coordinator::aggregate(const std::map<int, Answer>& answers, int6
     record["dp_clipped"] = dp_->noised_mean(deltas, n_, q * static_cast<double>(setup_.clients),
                                             round, attempt, delta_.data());
     record_privacy(record);
-  } else if (fed.aggregator == "median") {
-    coordinate_median(deltas, n_, delta_.data());
-  } else if (fed.aggregator == "trimmed_mean") {
-    const auto trim = static_cast<int64_t>(fed.trim_fraction * static_cast<double>(deltas.size()));
-    trimmed_mean(deltas, n_, trim, delta_.data());
-    record["trimmed"] = 2 * trim;
-  } else if (fed.aggregator == "krum" || fed.aggregator == "multi_krum") {
-    const int64_t k = static_cast<int64_t>(deltas.size());
-    const int64_t m =
-        fed.aggregator == "krum" ? 1 : (fed.krum_select > 0 ? fed.krum_select : k - fed.byzantine);
-    const std::vector<int> chosen = lowest_scores(krum_scores(deltas, n_, fed.byzantine), m);
-    std::vector<ClientUpdate> selected;
-    std::vector<int> selected_clients;
-    for (int i : chosen) {
-      selected.push_back(updates[static_cast<size_t>(i)]);
-      selected_clients.push_back(updates[static_cast<size_t>(i)].client);
-    }
-    std::sort(selected.begin(), selected.end(),
-              [](const ClientUpdate& a, const ClientUpdate& b) { return a.client < b.client; });
-    std::sort(selected_clients.begin(), selected_clients.end());
-    weighted_mean_update(selected, n_, delta_.data());
-    record["selected"] = selected_clients;
-  } else {
+  } else if (fed.aggregator == "mean") {
     weighted_mean_update(updates, n_, delta_.data());
+  } else {
+    std::vector<double> samples;
+    for (const ClientUpdate& u : updates) samples.push_back(static_cast<double>(u.samples));
+    const std::vector<int> chosen = robust_combine({.name = fed.aggregator,
+                                                    .trim_fraction = fed.trim_fraction,
+                                                    .byzantine = fed.byzantine,
+                                                    .krum_select = fed.krum_select},
+                                                   deltas, samples, n_, delta_.data());
+    if (fed.aggregator == "krum" || fed.aggregator == "multi_krum") {
+      std::vector<int> selected;
+      for (int i : chosen) selected.push_back(updates[static_cast<size_t>(i)].client);
+      record["selected"] = selected;
+    }
+    if (fed.aggregator == "trimmed_mean") {
+      record["trimmed"] =
+          2 * static_cast<int64_t>(fed.trim_fraction * static_cast<double>(deltas.size()));
+    }
   }
   server_->apply(model_.params(), delta_.data());
   if (scaffold_) apply_control_deltas(updates, n_, setup_.clients, control_.data());

@@ -143,6 +143,13 @@ struct SyncConfig {
   double quorum = 1.0;
   double outer_deadline_s = 20;  // diloco with quorum < 1: the coordinator's wait per attempt
   int64_t quorum_retries = 1;    // diloco with quorum < 1: extra deadlines before stopping
+  // diloco with quorum < 1: how the members' pseudo-gradients are combined (docs/security.md):
+  // "mean" | "median" | "trimmed_mean" | "krum" | "multi_krum", and an L2 bound each is scaled
+  // down to first (0: none). A non-finite pseudo-gradient is always left out.
+  std::string outer_aggregator = "mean";
+  double outer_trim_fraction = 0.1;
+  int64_t outer_byzantine = 0;
+  double outer_norm_bound = 0;
   double demo_beta = 0.999;      // demo: residual decay
   int64_t demo_k = 32;           // demo: coefficients sent per chunk
   int64_t demo_max_chunk = 64;   // demo: chunk edge limit (1..64)
@@ -191,7 +198,7 @@ struct FedConfig {
   std::string coordinator_public;  // clients: NAME.pub the coordinator must hold (pinned)
   std::string client_key;          // a client's NAME.key
   std::string client_public;       // the coordinator's allow-list: client k's NAME.pub
-  // Robust aggregation (fed/robust_aggregate.h, docs/security.md).
+  // Robust aggregation (optim/robust_aggregate.h, docs/security.md).
   std::string aggregator = "mean";  // "mean" | "median" | "trimmed_mean" | "krum" | "multi_krum"
   double trim_fraction = 0.1;  // trimmed_mean: share of values dropped at each end, per coordinate
   int64_t byzantine = 0;       // krum, multi_krum: f, the attackers tolerated (answers > 2f + 2)

@@ -93,6 +93,17 @@ void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
                       "cannot leave replicas out; use 1, or payload f32, int8, dct_topk or 1bit",
                       sync.payload));
   require_range(sync.quorum_retries, "sync.quorum_retries", 0, 1000);
+  require_one_of(sync.outer_aggregator, "sync.outer_aggregator",
+                 {"mean", "median", "trimmed_mean", "krum", "multi_krum"});
+  require_real(sync.outer_trim_fraction, "sync.outer_trim_fraction", 0.0, 0.499999, false);
+  require_range(sync.outer_byzantine, "sync.outer_byzantine", 0, 1 << 20);
+  require_real(sync.outer_norm_bound, "sync.outer_norm_bound", 0.0, 1e12, false);
+  require((sync.outer_aggregator == "mean" && sync.outer_norm_bound == 0) || sync.quorum < 1.0,
+          sync.outer_aggregator != "mean" ? "sync.outer_aggregator" : "sync.outer_norm_bound",
+          sync.outer_aggregator != "mean" ? quote(sync.outer_aggregator)
+                                          : fmt::format("{}", sync.outer_norm_bound),
+          "applies to diloco with sync.quorum < 1, whose outer steps see each replica's "
+          "pseudo-gradient");
   require_real(sync.demo_beta, "sync.demo_beta", 0.0, 0.999999, false);
   require_range(sync.demo_k, "sync.demo_k", 1, 4096);
   require_range(sync.demo_max_chunk, "sync.demo_max_chunk", 1, 64);

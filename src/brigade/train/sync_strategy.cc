@@ -43,7 +43,11 @@ std::unique_ptr<SyncMethod> make_method(const Config& config, Model& model, Comm
         .sign_block = s.sign_block,
         .powersgd = {.rank = static_cast<int>(s.powersgd_rank),
                      .seed = static_cast<uint64_t>(config.run.seed),
-                     .wire = payload == "powersgd_bf16" ? WireDtype::kBF16 : WireDtype::kF32}};
+                     .wire = payload == "powersgd_bf16" ? WireDtype::kBF16 : WireDtype::kF32},
+        .outer_rule = {.name = s.outer_aggregator,
+                       .trim_fraction = s.outer_trim_fraction,
+                       .byzantine = s.outer_byzantine},
+        .outer_norm_bound = s.outer_norm_bound};
     std::unique_ptr<QuorumExchange> quorum;
     if (s.quorum < 1.0) {
       if (!store) {
@@ -59,6 +63,14 @@ std::unique_ptr<SyncMethod> make_method(const Config& config, Model& model, Comm
                             static_cast<int64_t>(std::ceil(s.outer_deadline_s * 1e3))),
                         .retries = static_cast<int>(s.quorum_retries)},
           std::move(log));
+      const bool krum = s.outer_aggregator == "krum" || s.outer_aggregator == "multi_krum";
+      if (krum && quorum->required() <= 2 * s.outer_byzantine + 2) {
+        throw ConfigError(fmt::format(
+            "sync.outer_aggregator = \"{}\" with sync.outer_byzantine = {} needs more than 2f + "
+            "2 = {} replicas in every outer step; sync.quorum = {} of {} replicas guarantees {}",
+            s.outer_aggregator, s.outer_byzantine, 2 * s.outer_byzantine + 2, s.quorum, dp.size(),
+            quorum->required()));
+      }
     }
     return std::make_unique<DilocoSync>(c, s.inner_steps, static_cast<int>(s.fragments), layout,
                                         model.params(), std::move(quorum));

@@ -200,13 +200,63 @@ std::vector<int> DilocoOuter::outer_step(float* params, QuorumExchange& exchange
     if (dct_) dct_->decode_add(payload_.data(), 1.0f, residual_.data());
     if (sign_) sign_->return_unsent(payload_.data());
   }
-  // The members' mean, summed in rank order (every replica gets the same bits).
-  std::fill(delta_.begin(), delta_.end(), 0.0f);
-  for (int i = 0; i < m; ++i) decode_add(gathered_.data() + i * bytes, delta_.data());
-  const float inv = 1.0f / static_cast<float>(m);
-  for (int64_t j = 0; j < n; ++j) delta_[j] *= inv;
+  std::vector<int> used = combine_members(members, bytes, exchange, what);
   apply_mean(delta_.data(), params);
-  return members;
+  return used;
+}
+
+std::vector<int> DilocoOuter::combine_members(const std::vector<int>& members, int64_t bytes,
+                                              QuorumExchange& exchange, const std::string& what) {
+  const int64_t n = end_ - begin_;
+  const int m = static_cast<int>(members.size());
+  // Each member decoded on its own, in rank order: every replica sees the same payloads and
+  // makes the same choices, so theta_global stays bitwise identical everywhere.
+  member_deltas_.resize(static_cast<size_t>(m));
+  std::vector<const float*> finite;
+  std::vector<int> used;
+  for (int i = 0; i < m; ++i) {
+    std::vector<float>& d = member_deltas_[static_cast<size_t>(i)];
+    d.assign(static_cast<size_t>(n), 0.0f);
+    decode_add(gathered_.data() + i * bytes, d.data());
+    if (!std::all_of(d.begin(), d.end(), [](float x) { return std::isfinite(x); })) {
+      exchange.note(what + ": the pseudo-gradient of rank " + std::to_string(members[i]) +
+                    " is not finite; it is left out of the step");
+      continue;
+    }
+    if (config_.outer_norm_bound > 0) bound_norm(d.data(), n, config_.outer_norm_bound);
+    finite.push_back(d.data());
+    used.push_back(members[i]);
+  }
+  const RobustRule& rule = config_.outer_rule;
+  const bool krum = rule.name == "krum" || rule.name == "multi_krum";
+  const auto k = static_cast<int64_t>(finite.size());
+  if (k == 0 || (krum && k <= 2 * rule.byzantine + 2) ||
+      (rule.name == "trimmed_mean" &&
+       2 * static_cast<int64_t>(rule.trim_fraction * static_cast<double>(k)) >= k)) {
+    throw CommError(CommError::Kind::kOther,
+                    what + ": " + std::to_string(k) + " usable pseudo-gradient(s) of " +
+                        std::to_string(m) +
+                        " members, too few for sync.outer_aggregator = " + rule.name);
+  }
+  if (rule.name == "mean") {  // DiLoCo's average, summed in rank order
+    std::fill(delta_.begin(), delta_.end(), 0.0f);
+    for (const float* d : finite) {
+      for (int64_t j = 0; j < n; ++j) delta_[j] += d[j];
+    }
+    const float inv = 1.0f / static_cast<float>(k);
+    for (int64_t j = 0; j < n; ++j) delta_[j] *= inv;
+    return used;
+  }
+  const std::vector<int> chosen = robust_combine(rule, finite, {}, n, delta_.data());
+  if (krum) {
+    std::string list;
+    for (int i : chosen) list += (list.empty() ? "" : ",") + std::to_string(used[i]);
+    exchange.note(what + ": " + rule.name + " chose rank(s) " + list);
+    std::vector<int> kept;
+    for (int i : chosen) kept.push_back(used[static_cast<size_t>(i)]);
+    return kept;
+  }
+  return used;
 }
 
 Traffic DilocoOuter::quorum_bytes_per_step(int world) const {

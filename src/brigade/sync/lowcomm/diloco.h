@@ -39,6 +39,7 @@
 #include "brigade/comm/wire_traffic.h"
 #include "brigade/model/param_spec.h"
 #include "brigade/optim/optimizer.h"
+#include "brigade/optim/robust_aggregate.h"
 #include "brigade/sync/lowcomm/dct_topk.h"
 #include "brigade/sync/lowcomm/int8_quant.h"
 #include "brigade/sync/lowcomm/powersgd.h"
@@ -63,6 +64,11 @@ struct DilocoConfig {
   float residual_decay = 1.0f;
   int64_t sign_block = 256;      // kSign: values per scale, >= 8
   PowerSgdConfig powersgd = {};  // kPowerSgd: rank, seed, wire of P and Q
+  // Quorum steps only: how the members' pseudo-gradients are combined (optim/robust_aggregate.h;
+  // "mean" is DiLoCo's average) and the L2 bound each is scaled down to first (0: none). A
+  // member whose decoded pseudo-gradient is not finite is always left out, by every replica.
+  RobustRule outer_rule = {};
+  double outer_norm_bound = 0;
   // Throws ConfigError naming the key ("diloco.outer_lr"), the value and what is allowed.
   void validate() const;
 };
@@ -131,6 +137,12 @@ class DilocoOuter {
   std::vector<float> flat_;              // kPowerSgd: Delta at flat offsets [begin, end)
   std::vector<float> residual_;          // kDctTopk only: e_i
   std::vector<uint8_t> payload_, gathered_;
+  std::vector<std::vector<float>> member_deltas_;  // quorum steps: each member's decoded Delta
+
+  // The quorum step's combination of the members' payloads into delta_; returns the members
+  // whose pseudo-gradients it used.
+  std::vector<int> combine_members(const std::vector<int>& members, int64_t bytes,
+                                   QuorumExchange& exchange, const std::string& what);
 };
 
 // A contiguous range of the flat buffers.

@@ -51,6 +51,12 @@ class QuorumExchange {
   std::vector<int> exchange(const std::string& key, const std::string& what, const uint8_t* payload,
                             int64_t bytes, std::vector<uint8_t>& gathered);
 
+  // One line to the exchange's log (events of an outer step it decided, such as a member's
+  // update left out of the mean).
+  void note(const std::string& line) const {
+    if (log_) log_(line);
+  }
+
   int world() const { return world_; }
   int rank() const { return rank_; }
   int required() const { return required_; }

@@ -1,4 +1,4 @@
-#include "brigade/fed/robust_aggregate.h"
+#include "brigade/optim/robust_aggregate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -85,6 +85,47 @@ std::vector<int> lowest_scores(const std::vector<double>& scores, int64_t m) {
   });
   order.resize(static_cast<size_t>(std::min<int64_t>(m, static_cast<int64_t>(order.size()))));
   return order;
+}
+
+namespace {
+
+void weighted_mean(const std::vector<const float*>& updates, const std::vector<int>& chosen,
+                   const std::vector<double>& weights, int64_t n, float* out) {
+  double total = 0;
+  for (int k : chosen) total += weights.empty() ? 1.0 : weights[static_cast<size_t>(k)];
+  for (int64_t i = 0; i < n; ++i) {
+    double sum = 0;
+    for (int k : chosen) {
+      sum += (weights.empty() ? 1.0 : weights[static_cast<size_t>(k)]) *
+             updates[static_cast<size_t>(k)][i];
+    }
+    out[i] = static_cast<float>(sum / total);
+  }
+}
+
+}  // namespace
+
+std::vector<int> robust_combine(const RobustRule& rule, const std::vector<const float*>& updates,
+                                const std::vector<double>& weights, int64_t n, float* out) {
+  const auto k = static_cast<int64_t>(updates.size());
+  std::vector<int> all(updates.size());
+  std::iota(all.begin(), all.end(), 0);
+  if (rule.name == "median") {
+    coordinate_median(updates, n, out);
+  } else if (rule.name == "trimmed_mean") {
+    trimmed_mean(updates, n, static_cast<int64_t>(rule.trim_fraction * static_cast<double>(k)),
+                 out);
+  } else if (rule.name == "krum" || rule.name == "multi_krum") {
+    const int64_t m =
+        rule.name == "krum" ? 1 : (rule.krum_select > 0 ? rule.krum_select : k - rule.byzantine);
+    std::vector<int> chosen = lowest_scores(krum_scores(updates, n, rule.byzantine), m);
+    std::sort(chosen.begin(), chosen.end());
+    weighted_mean(updates, chosen, weights, n, out);
+    return chosen;
+  } else {
+    weighted_mean(updates, all, weights, n, out);
+  }
+  return all;
 }
 
 }  // namespace brigade

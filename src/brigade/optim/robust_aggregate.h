@@ -37,4 +37,19 @@ std::vector<double> krum_scores(const std::vector<const float*>& updates, int64_
 // The indices of the `m` lowest scores, lowest first (ties: the lower index first).
 std::vector<int> lowest_scores(const std::vector<double>& scores, int64_t m);
 
+// A rule by name, as fed.aggregator and sync.outer_aggregator name them.
+struct RobustRule {
+  std::string name = "mean";  // "mean" | "median" | "trimmed_mean" | "krum" | "multi_krum"
+  double trim_fraction = 0.1;
+  int64_t byzantine = 0;    // f
+  int64_t krum_select = 0;  // multi_krum: m; 0: updates - f
+};
+
+// out = `rule` over updates (n values each). weights (one per update, or empty for equal ones)
+// weigh the mean and Krum's mean of the chosen. Returns the indices the result is made of
+// (Krum's chosen ones, ascending; every index for the other rules). Krum needs
+// updates.size() > 2 f + 2, the trimmed mean 2 floor(trim_fraction k) < k: the callers check.
+std::vector<int> robust_combine(const RobustRule& rule, const std::vector<const float*>& updates,
+                                const std::vector<double>& weights, int64_t n, float* out);
+
 }  // namespace brigade

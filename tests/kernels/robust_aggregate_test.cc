@@ -1,6 +1,6 @@
-// The robust aggregation rules (fed/robust_aggregate.h) against naive references: a full sort
+// The robust aggregation rules (optim/robust_aggregate.h) against naive references: a full sort
 // per coordinate for the median and the trimmed mean, all pairwise distances sorted for Krum.
-#include "brigade/fed/robust_aggregate.h"
+#include "brigade/optim/robust_aggregate.h"
 
 #include <gtest/gtest.h>
 
