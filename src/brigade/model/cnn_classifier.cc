@@ -12,10 +12,8 @@
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
-#include "brigade/kernels/cpu/crossentropy.h"
 #include "brigade/kernels/cpu/matmul.h"
 #include "brigade/kernels/cpu/relu.h"
-#include "brigade/model/classifier_loss.h"
 #include "brigade/monitor/op_profiler.h"
 
 namespace brigade {
@@ -89,7 +87,7 @@ double cnn_flops_per_example(const CnnConfig& c) {
 }
 
 CnnClassifier::CnnClassifier(const CnnConfig& config, int64_t max_batch)
-    : config_(config), max_batch_(max_batch) {
+    : config_(config), max_batch_(max_batch), head_(max_batch, config.classes) {
   config_.validate();
   if (max_batch <= 0)
     throw ConfigError("micro-batch size = " + std::to_string(max_batch) + ": must be > 0");
@@ -157,15 +155,12 @@ CnnClassifier::CnnClassifier(const CnnConfig& config, int64_t max_batch)
     hidden_.emplace_back(B * static_cast<size_t>(linears_[j].out));
     widest = std::max(widest, linears_[j].out);
   }
-  logits_.resize(B * static_cast<size_t>(c.classes));
-  losses_.resize(B);
-  lse_.resize(B);
   for (auto* buffer : {&dact_a_, &dact_b_, &dact_c_})
     buffer->resize(B * static_cast<size_t>(widest));
 }
 
 float CnnClassifier::forward(const Batch& batch) {
-  const int64_t B = batch.size, K = config_.classes;
+  const int64_t B = batch.size;
   BRIGADE_CHECK(B > 0 && B <= max_batch_) << "batch.size " << B << " max_batch " << max_batch_;
   const int64_t D = config_.in_channels * config_.height * config_.width;
   BRIGADE_CHECK(static_cast<int64_t>(batch.features.size()) >= B * D)
@@ -196,32 +191,18 @@ float CnnClassifier::forward(const Batch& batch) {
     x = y;
   }
   const Linear& head = linears_.back();
-  timed(profiler_, Op::kMatmulForward, matmul_forward, logits_.data(), x, p + head.weight,
-        p + head.bias, B, head.in, K);
-  timed(profiler_, Op::kCrossentropyForward, crossentropy_forward, losses_.data(), lse_.data(),
-        logits_.data(), batch.targets.data(), B, K);
-
-  const ClassifierLoss r =
-      reduce_classifier_loss(losses_.data(), logits_.data(), batch.targets.data(), B, K);
-  valid_targets_ = r.valid;
-  correct_ = r.correct;
-  backward_ready_ = true;
-  return r.mean;
+  return head_.forward(profiler_, x, p + head.weight, p + head.bias, batch.targets.data(), B,
+                       head.in);
 }
 
 void CnnClassifier::backward(const Batch& batch, float loss_scale) {
-  BRIGADE_CHECK(backward_ready_) << "backward needs a forward before it";
-  backward_ready_ = false;  // the cross-entropy backward overwrites the logits in place
-  const int64_t B = batch.size, K = config_.classes;
+  const int64_t B = batch.size;
   const float* p = params();
   float* g = grads();
-  const float dloss = valid_targets_ > 0 ? loss_scale / static_cast<float>(valid_targets_) : 0.0f;
-
-  timed(profiler_, Op::kCrossentropyBackward, crossentropy_backward, logits_.data(), logits_.data(),
-        lse_.data(), batch.targets.data(), dloss, B, K);
+  const float* dlogits = head_.backward(profiler_, batch.targets.data(), loss_scale, B);
   // The linear layers, as in the MLP: dout is the gradient w.r.t. the layer's output, dinp
   // (always a) w.r.t. its input, b the gradient before the ReLU that produced that input.
-  const float* dout = logits_.data();
+  const float* dout = dlogits;
   float* a = dact_a_.data();
   float* b = dact_b_.data();
   for (size_t j = linears_.size(); j-- > 0;) {

@@ -12,6 +12,7 @@
 
 #include "brigade/kernels/cpu/conv2d.h"
 #include "brigade/kernels/cpu/maxpool.h"
+#include "brigade/model/classifier_head.h"
 #include "brigade/model/model.h"
 
 namespace brigade {
@@ -56,10 +57,10 @@ class CnnClassifier : public Model {
   // then conv.{n-1} .. conv.0.
   void backward(const Batch& batch, float loss_scale) override;
 
-  int64_t correct_predictions() const override { return correct_; }
+  int64_t correct_predictions() const override { return head_.correct(); }
 
   // Logits (batch.size, classes) of the last forward; backward overwrites them in place.
-  const float* logits() const { return logits_.data(); }
+  const float* logits() const { return head_.logits(); }
 
   double flops_per_example() const override { return cnn_flops_per_example(config_); }
 
@@ -84,11 +85,8 @@ class CnnClassifier : public Model {
   // Conv scratch, the largest stage's: the output before pooling, the GEMM's product, dcol.
   std::vector<float> conv_out_, conv_tmp_, dcol_;
   std::vector<std::vector<float>> hidden_;       // per hidden layer: (B, out) after ReLU
-  std::vector<float> logits_, losses_, lse_;     // (B,K), (B), (B)
+  ClassifierHead head_;                          // the head layer, the loss and its gradient
   std::vector<float> dact_a_, dact_b_, dact_c_;  // (B, widest activation): gradients
-  int64_t valid_targets_ = 0;
-  int64_t correct_ = 0;
-  bool backward_ready_ = false;
 };
 
 }  // namespace brigade

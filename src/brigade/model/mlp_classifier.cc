@@ -10,10 +10,8 @@
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
-#include "brigade/kernels/cpu/crossentropy.h"
 #include "brigade/kernels/cpu/gelu.h"
 #include "brigade/kernels/cpu/matmul.h"
-#include "brigade/model/classifier_loss.h"
 #include "brigade/monitor/op_profiler.h"
 
 namespace brigade {
@@ -30,7 +28,7 @@ void MlpConfig::validate() const {
 }
 
 MlpClassifier::MlpClassifier(const MlpConfig& config, int64_t max_batch)
-    : config_(config), max_batch_(max_batch) {
+    : config_(config), max_batch_(max_batch), head_(max_batch, config.classes) {
   config_.validate();
   if (max_batch <= 0)
     throw ConfigError("micro-batch size = " + std::to_string(max_batch) + ": must be > 0");
@@ -63,15 +61,12 @@ MlpClassifier::MlpClassifier(const MlpConfig& config, int64_t max_batch)
     pre_.emplace_back(B * static_cast<size_t>(layers_[i].out));
     post_.emplace_back(B * static_cast<size_t>(layers_[i].out));
   }
-  logits_.resize(B * static_cast<size_t>(config_.classes));
-  losses_.resize(B);
-  lse_.resize(B);
   dact_a_.resize(B * static_cast<size_t>(widest));
   dact_b_.resize(B * static_cast<size_t>(widest));
 }
 
 float MlpClassifier::forward(const Batch& batch) {
-  const int64_t B = batch.size, K = config_.classes;
+  const int64_t B = batch.size;
   BRIGADE_CHECK(B > 0 && B <= max_batch_) << "batch.size " << B << " max_batch " << max_batch_;
   BRIGADE_CHECK(static_cast<int64_t>(batch.features.size()) >= B * config_.input)
       << "features " << batch.features.size() << " < " << B << " x " << config_.input;
@@ -89,31 +84,17 @@ float MlpClassifier::forward(const Batch& batch) {
     x = post_[i].data();
   }
   const Layer& head = layers_.back();
-  timed(profiler_, Op::kMatmulForward, matmul_forward, logits_.data(), x, p + head.weight,
-        p + head.bias, B, head.in, K);
-  timed(profiler_, Op::kCrossentropyForward, crossentropy_forward, losses_.data(), lse_.data(),
-        logits_.data(), batch.targets.data(), B, K);
-
-  const ClassifierLoss r =
-      reduce_classifier_loss(losses_.data(), logits_.data(), batch.targets.data(), B, K);
-  valid_targets_ = r.valid;
-  correct_ = r.correct;
-  backward_ready_ = true;
-  return r.mean;
+  return head_.forward(profiler_, x, p + head.weight, p + head.bias, batch.targets.data(), B,
+                       head.in);
 }
 
 void MlpClassifier::backward(const Batch& batch, float loss_scale) {
-  BRIGADE_CHECK(backward_ready_) << "backward needs a forward before it";
-  backward_ready_ = false;  // the cross-entropy backward overwrites the logits in place
-  const int64_t B = batch.size, K = config_.classes;
+  const int64_t B = batch.size;
   const float* p = params();
   float* g = grads();
-  const float dloss = valid_targets_ > 0 ? loss_scale / static_cast<float>(valid_targets_) : 0.0f;
-
-  timed(profiler_, Op::kCrossentropyBackward, crossentropy_backward, logits_.data(), logits_.data(),
-        lse_.data(), batch.targets.data(), dloss, B, K);
+  const float* dlogits = head_.backward(profiler_, batch.targets.data(), loss_scale, B);
   // dout: gradient w.r.t. the current layer's output; dinp: w.r.t. its input.
-  const float* dout = logits_.data();
+  const float* dout = dlogits;
   float* dpost = dact_a_.data();
   float* dpre = dact_b_.data();
   for (size_t i = layers_.size(); i-- > 0;) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "brigade/model/classifier_head.h"
 #include "brigade/model/model.h"
 
 namespace brigade {
@@ -35,10 +36,10 @@ class MlpClassifier : public Model {
   // Backward of the last forward (one per forward). Reports head first, then fc.{n-1} .. fc.0.
   void backward(const Batch& batch, float loss_scale) override;
 
-  int64_t correct_predictions() const override { return correct_; }
+  int64_t correct_predictions() const override { return head_.correct(); }
 
   // Logits (batch.size, classes) of the last forward; backward overwrites them in place.
-  const float* logits() const { return logits_.data(); }
+  const float* logits() const { return head_.logits(); }
 
   // 6 * (weights + biases) per example: 2 flops per multiply-add, times 3 for forward +
   // the two backward matmuls.
@@ -51,14 +52,11 @@ class MlpClassifier : public Model {
 
   MlpConfig config_;
   int64_t max_batch_;
-  std::vector<Layer> layers_;                 // hidden layers, then the head
-  std::vector<std::vector<float>> pre_;       // per hidden layer: (B, out) before GELU
-  std::vector<std::vector<float>> post_;      // per hidden layer: (B, out) after GELU
-  std::vector<float> logits_, losses_, lse_;  // (B,K), (B), (B)
-  std::vector<float> dact_a_, dact_b_;        // (B, widest layer): activation gradients
-  int64_t valid_targets_ = 0;
-  int64_t correct_ = 0;
-  bool backward_ready_ = false;
+  std::vector<Layer> layers_;             // hidden layers, then the head
+  std::vector<std::vector<float>> pre_;   // per hidden layer: (B, out) before GELU
+  std::vector<std::vector<float>> post_;  // per hidden layer: (B, out) after GELU
+  ClassifierHead head_;                   // the head layer, the loss and its gradient
+  std::vector<float> dact_a_, dact_b_;    // (B, widest layer): activation gradients
 };
 
 }  // namespace brigade
