@@ -362,8 +362,9 @@ CoordinatorOutcome Coordinator::run() {
       setup_.stop_after > 0 ? std::min(fed.rounds, next_round_ + setup_.stop_after) : fed.rounds;
   CoordinatorOutcome out;
   // The first round waits for every client it will ask (all of them, or clients_per_round),
-  // up to the join timeout; later rounds go on with whoever is connected.
-  wait_for_clients(fed.clients_per_round > 0
+  // up to the join timeout; later rounds go on with whoever is connected. DP-FedAvg's Poisson
+  // sample is over the whole federation, so it waits for all of it.
+  wait_for_clients(fed.clients_per_round > 0 && !dp_
                        ? std::min<int64_t>(fed.clients_per_round, setup_.clients)
                        : setup_.clients);
   for (int64_t round = next_round_; round < last; ++round) {
