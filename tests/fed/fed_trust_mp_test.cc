@@ -243,6 +243,27 @@ TEST_F(TinyFed, SecureAggregationEqualsFedAvg) {
   }
 }
 
+// Secure aggregation under DP-FedAvg: the clients clip, the coordinator noises the unmasked
+// sum. Without noise and with a clip no update reaches it is FedAvg again; with noise the
+// rounds report the epsilon of the Gaussian mechanism.
+TEST_F(TinyFed, SecureAggregationWithDpEqualsFedAvgWithoutNoise) {
+  run("securedp", "secure_aggregation = true\nmin_clients = 2\ndp_clip = 1e9\n");
+  const int64_t n = testing::tiny_model(1)->num_params();
+  const auto got = coordinator_state("securedp").tensor("params", n, "securedp");
+  EXPECT_LT(testing::relative_error(
+                got, fedavg_reference(client_sets(), {{0, 1, 2}, {0, 1, 2}, {0, 1, 2}})),
+            1e-5);
+  run("securenoised",
+      "secure_aggregation = true\nmin_clients = 2\ndp_clip = 0.5\n"
+      "dp_noise = 1.2\ndp_delta = 1e-4\n");
+  const auto records = testing::metrics_records(dir_ + "/securenoised/fed/metrics.jsonl", "round");
+  ASSERT_EQ(records.size(), 3u);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(records[r]["aggregator"], "secure_dp_sum");
+    EXPECT_LT(records[r]["dp_epsilon"].get<double>(), gaussian_epsilon(1.2, r + 1, 1e-4) * 1.02);
+  }
+}
+
 // Client 1 shares its keys in round 2 and then sends no masked update: the survivors' sum
 // must come out with its pairwise masks removed (rebuilt from the others' shares of its key).
 TEST_F(TinyFed, SecureAggregationSurvivesAClientThatDropsAfterSharing) {
