@@ -264,6 +264,36 @@ TEST_F(TinyFed, SecureAggregationWithDpEqualsFedAvgWithoutNoise) {
   }
 }
 
+// The standard deviation of the step of one round from the tiny model's initial parameters.
+double step_deviation(const std::vector<float>& after) {
+  auto model = testing::tiny_model(1);
+  double sum = 0, squares = 0;
+  const int64_t n = model->num_params();
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(after[i]) - model->params()[i];
+    sum += d;
+    squares += d * d;
+  }
+  return std::sqrt(squares / n - (sum / n) * (sum / n));
+}
+
+// With a clip far below the updates' norms the step is almost all noise: centrally it has the
+// standard deviation z C / (q N); distributed under secure aggregation, 3 survivors of a round
+// with threshold 2 each add (z C)^2 / 2, so sqrt(3 / 2) times that.
+TEST_F(TinyFed, DistributedNoiseUnderSecureAggregationHasTheStatedDeviation) {
+  const std::string dp = "rounds = 1\nmin_clients = 2\ndp_clip = 0.01\ndp_noise = 1.0\n";
+  run("central", dp);
+  run("distributed", dp + "secure_aggregation = true\n");
+  const int64_t n = testing::tiny_model(1)->num_params();
+  const double central = step_deviation(coordinator_state("central").tensor("params", n, "c"));
+  const double distributed =
+      step_deviation(coordinator_state("distributed").tensor("params", n, "d"));
+  const double z_c_over_qn = 1.0 * 0.01 / 3;
+  // 12,730 values: the sample deviation is within 3% of the true one (5 standard errors).
+  EXPECT_NEAR(central, z_c_over_qn, 0.03 * z_c_over_qn);
+  EXPECT_NEAR(distributed, std::sqrt(1.5) * z_c_over_qn, 0.03 * std::sqrt(1.5) * z_c_over_qn);
+}
+
 // Client 1 shares its keys in round 2 and then sends no masked update: the survivors' sum
 // must come out with its pairwise masks removed (rebuilt from the others' shares of its key).
 TEST_F(TinyFed, SecureAggregationSurvivesAClientThatDropsAfterSharing) {

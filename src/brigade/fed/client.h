@@ -33,6 +33,7 @@ struct ClientSetup {
   int64_t federation_clients = 0;
   double secagg_clip = 1.0;
   double dp_clip = 0;
+  double dp_noise = 0;  // z: under secure aggregation each client adds its share of the noise
 };
 
 class Client {

@@ -4,12 +4,14 @@
 // coordinator counts it as dropped, which the protocol survives while t others remain).
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
 #include "brigade/fed/client.h"
-#include "brigade/optim/robust_aggregate.h"
+#include "brigade/fed/dp_mechanism.h"
 #include "brigade/fed/secagg/wire.h"
+#include "brigade/optim/robust_aggregate.h"
 
 namespace brigade {
 
@@ -45,8 +47,19 @@ void Client::start_secure_round(const FedHeader& train, FedHeader stats) {
     log_.info("round {}: secure aggregation cannot start: {}", train.round + 1, why);
     return;
   }
-  // DP-FedAvg's clip (the coordinator cannot apply it to a masked update).
-  if (setup_.dp_clip > 0) bound_norm(delta_.data(), n_, setup_.dp_clip);
+  // DP-FedAvg under secure aggregation is distributed: the coordinator sees no single update,
+  // so each client clips its own and adds its share of the round's noise, N(0, (z C)^2 / t):
+  // the sum of any t survivors (the fewest the round unmasks) carries at least the N(0, (z C)^2)
+  // the accountant assumes, and no one, the coordinator included, knows the noise of the sum.
+  if (setup_.dp_clip > 0) {
+    bound_norm(delta_.data(), n_, setup_.dp_clip);
+    if (setup_.dp_noise > 0) {
+      DpMechanism share(setup_.dp_clip,
+                        setup_.dp_noise / std::sqrt(static_cast<double>(train.threshold)),
+                        make_dp_key());
+      share.noised_sum(delta_.data(), n_, 1.0, train.round, train.attempt, delta_.data());
+    }
+  }
   secure_header_ = stats;
   send_secure(secagg::encode_advert(secure_->advert(), secure_id_));
   secure_header_.samples = secure_header_.steps = secure_header_.correct = secure_header_.seen = 0;

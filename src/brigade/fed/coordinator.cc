@@ -266,10 +266,9 @@ nlohmann::json Coordinator::aggregate(const std::map<int, Answer>& answers, int6
   int64_t bounded = 0;
   if (fed.secure_aggregation) {  // collect_secure left the survivors' sum in delta_
     const auto survivors = static_cast<double>(answers.size());
-    if (dp_) {
-      const double q = dp_sampling_probability();
-      dp_->noised_sum(delta_.data(), n_, q * static_cast<double>(setup_.clients), round, attempt,
-                      delta_.data());
+    if (dp_) {  // distributed DP: the clients clipped and noised, the sum carries the noise
+      const double expected = dp_sampling_probability() * static_cast<double>(setup_.clients);
+      for (float& v : delta_) v = static_cast<float>(v / expected);
       record_privacy(record);
     } else {
       for (float& v : delta_) v = static_cast<float>(v / survivors);

@@ -39,8 +39,8 @@ class DpMechanism {
   // Returns how many updates were longer than the clip and were scaled down.
   int64_t noised_mean(const std::vector<const float*>& updates, int64_t n, double expected_clients,
                       int64_t round, int64_t attempt, float* out);
-  // out = (sum + noise) / expected_clients for a sum already clipped by the clients (secure
-  // aggregation: the coordinator never sees one update). sum and out may be the same.
+  // out = (sum + noise) / expected_clients, for vectors already clipped (a client's share of
+  // the noise under secure aggregation: expected_clients 1). sum and out may be the same.
   void noised_sum(const float* sum, int64_t n, double expected_clients, int64_t round,
                   int64_t attempt, float* out);
 

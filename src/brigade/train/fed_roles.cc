@@ -181,7 +181,8 @@ int serve_as_client(const Config& config, ProcessGroup& group, int client, int c
                           .seed = static_cast<uint64_t>(config.run.seed),
                           .federation_clients = clients,
                           .secagg_clip = config.fed.secagg_clip,
-                          .dp_clip = config.fed.dp_clip};
+                          .dp_clip = config.fed.dp_clip,
+                          .dp_noise = config.fed.dp_noise};
   Client role(
       setup, trainer, *model, link, [&store] { return store.check({kDoneKey}); }, log);
   const int64_t rounds = role.run();
