@@ -55,8 +55,11 @@ TEST(FedTrustConfig, KeysAndSecureAggregationRulesAreChecked) {
       error_of({"fed.secure_aggregation=true", "fed.min_clients=2", "fed.secagg_threshold=3"}),
       HasSubstr("at most fed.min_clients"));
   EXPECT_THAT(error_of({"fed.secagg_threshold=1"}), HasSubstr("one share reveals"));
+  EXPECT_THAT(error_of({"fed.secure_aggregation=true", "fed.min_clients=2", "fed.dp_clip=1.0",
+                        "fed.dp_noise=1.0"}),
+              HasSubstr("fed.secagg_clip"));
   EXPECT_EQ(error_of({"fed.secure_aggregation=true", "fed.min_clients=2", "fed.dp_clip=1.0",
-                      "fed.dp_noise=1.0"}),
+                      "fed.dp_noise=1.0", "fed.secagg_clip=3.0"}),
             "");
 }
 

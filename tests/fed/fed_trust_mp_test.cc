@@ -255,7 +255,7 @@ TEST_F(TinyFed, SecureAggregationWithDpEqualsFedAvgWithoutNoise) {
             1e-5);
   run("securenoised",
       "secure_aggregation = true\nmin_clients = 2\ndp_clip = 0.5\n"
-      "dp_noise = 1.2\ndp_delta = 1e-4\n");
+      "dp_noise = 1.2\ndp_delta = 1e-4\nsecagg_clip = 2.0\n");
   const auto records = testing::metrics_records(dir_ + "/securenoised/fed/metrics.jsonl", "round");
   ASSERT_EQ(records.size(), 3u);
   for (int r = 0; r < 3; ++r) {

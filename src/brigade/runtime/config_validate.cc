@@ -200,6 +200,14 @@ void validate_fed_trust(const FedConfig& fed) {
     require(fed.min_clients >= 2, "fed.min_clients", fed.min_clients,
             "must be at least 2 with fed.secure_aggregation = true (the sum of one client is "
             "its update)");
+    // Each client's noise share has deviation z C / sqrt(t) <= z C / sqrt(2): at 4 deviations a
+    // value is clipped once in 16,000.
+    const double share = fed.dp_noise * fed.dp_clip / std::sqrt(2.0);
+    require(fed.dp_noise == 0 || fed.secagg_clip >= 4 * share, "fed.secagg_clip", fed.secagg_clip,
+            fmt::format("must be at least 4 x dp_noise x dp_clip / sqrt(2) = {:.4g} with "
+                        "fed.secure_aggregation and DP noise: each client's noised values are "
+                        "clipped there, which would cut the noise",
+                        4 * share));
     require(fed.secagg_threshold <= fed.min_clients, "fed.secagg_threshold", fed.secagg_threshold,
             fmt::format("must be at most fed.min_clients = {}: a round with the fewest answers "
                         "must still unmask",
