@@ -146,6 +146,11 @@ class TinyFederation : public ::testing::Test {
     return read_state_file(dir_ + "/" + name + "/fed/fed/coordinator.state");
   }
 
+  // The global model run `name` ended with.
+  std::vector<float> global_params(const std::string& name) const {
+    return coordinator_state(name).tensor("params", tiny_model(1)->num_params(), name);
+  }
+
   std::vector<ImageSet> client_sets() const {
     std::vector<ImageSet> sets;
     for (int k = 0; k < kClients; ++k) {

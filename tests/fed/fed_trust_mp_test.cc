@@ -140,9 +140,8 @@ using TinyFed = testing::TinyFederation;
 TEST_F(TinyFed, DpFedAvgWithoutNoiseAndAnUnreachedClipEqualsFedAvg) {
   run("avg", "local_steps = 3\n");
   run("dp", "local_steps = 3\ndp_clip = 1e9\ndp_noise = 0.0\n");
-  const int64_t n = testing::tiny_model(1)->num_params();
-  const auto avg = coordinator_state("avg").tensor("params", n, "avg");
-  const auto dp = coordinator_state("dp").tensor("params", n, "dp");
+  const auto avg = global_params("avg");
+  const auto dp = global_params("dp");
   EXPECT_LT(testing::relative_error(dp, avg), 1e-6);
 }
 
@@ -151,7 +150,7 @@ TEST_F(TinyFed, DpClipBoundsEveryRoundsStep) {
   run("clip", "rounds = 1\nlocal_steps = 3\ndp_clip = 0.01\n");
   auto model = testing::tiny_model(1);
   const int64_t n = model->num_params();
-  const auto after = coordinator_state("clip").tensor("params", n, "clip");
+  const auto after = global_params("clip");
   double squares = 0;
   for (int64_t i = 0; i < n; ++i) {
     const double d = static_cast<double>(after[i]) - model->params()[i];
@@ -232,8 +231,7 @@ std::vector<float> fedavg_reference(const std::vector<ImageSet>& sets,
 
 TEST_F(TinyFed, SecureAggregationEqualsFedAvg) {
   run("secure", "secure_aggregation = true\nmin_clients = 2\n");
-  const int64_t n = testing::tiny_model(1)->num_params();
-  const auto got = coordinator_state("secure").tensor("params", n, "secure");
+  const auto got = global_params("secure");
   EXPECT_LT(testing::relative_error(
                 got, fedavg_reference(client_sets(), {{0, 1, 2}, {0, 1, 2}, {0, 1, 2}})),
             1e-5);
@@ -243,13 +241,12 @@ TEST_F(TinyFed, SecureAggregationEqualsFedAvg) {
   }
 }
 
-// Secure aggregation under DP-FedAvg: the clients clip, the coordinator noises the unmasked
-// sum. Without noise and with a clip no update reaches it is FedAvg again; with noise the
+// Secure aggregation under DP-FedAvg: the clients clip and add their shares of the noise.
+// Without noise and with a clip no update reaches it is FedAvg again; with noise the
 // rounds report the epsilon of the Gaussian mechanism.
 TEST_F(TinyFed, SecureAggregationWithDpEqualsFedAvgWithoutNoise) {
   run("securedp", "secure_aggregation = true\nmin_clients = 2\ndp_clip = 1e9\n");
-  const int64_t n = testing::tiny_model(1)->num_params();
-  const auto got = coordinator_state("securedp").tensor("params", n, "securedp");
+  const auto got = global_params("securedp");
   EXPECT_LT(testing::relative_error(
                 got, fedavg_reference(client_sets(), {{0, 1, 2}, {0, 1, 2}, {0, 1, 2}})),
             1e-5);
@@ -284,10 +281,8 @@ TEST_F(TinyFed, DistributedNoiseUnderSecureAggregationHasTheStatedDeviation) {
   const std::string dp = "rounds = 1\nmin_clients = 2\ndp_clip = 0.01\ndp_noise = 1.0\n";
   run("central", dp);
   run("distributed", dp + "secure_aggregation = true\n");
-  const int64_t n = testing::tiny_model(1)->num_params();
-  const double central = step_deviation(coordinator_state("central").tensor("params", n, "c"));
-  const double distributed =
-      step_deviation(coordinator_state("distributed").tensor("params", n, "d"));
+  const double central = step_deviation(global_params("central"));
+  const double distributed = step_deviation(global_params("distributed"));
   const double z_c_over_qn = 1.0 * 0.01 / 3;
   // 12,730 values: the sample deviation is within 3% of the true one (5 standard errors).
   EXPECT_NEAR(central, z_c_over_qn, 0.03 * z_c_over_qn);
@@ -303,8 +298,7 @@ TEST_F(TinyFed, SecureAggregationSurvivesAClientThatDropsAfterSharing) {
                                   "secagg_step_s = 5\n");
   const auto r = run_command(cmd, 240);
   ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
-  const int64_t n = testing::tiny_model(1)->num_params();
-  const auto got = coordinator_state("drop").tensor("params", n, "drop");
+  const auto got = global_params("drop");
   EXPECT_LT(
       testing::relative_error(got, fedavg_reference(client_sets(), {{0, 1, 2}, {0, 2}, {0, 1, 2}})),
       1e-5);
@@ -324,8 +318,7 @@ TEST_F(TinyFed, SecureAggregationRefusesARoundBelowTheThresholdAndRetriesIt) {
   const auto r = run_command(cmd, 240);
   ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
   EXPECT_NE(r.output.find("secure aggregation stopped at masking"), std::string::npos) << r.output;
-  const int64_t n = testing::tiny_model(1)->num_params();
-  const auto got = coordinator_state("below").tensor("params", n, "below");
+  const auto got = global_params("below");
   EXPECT_LT(testing::relative_error(
                 got, fedavg_reference(client_sets(), {{0, 1, 2}, {0, 1, 2}, {0, 1, 2}})),
             1e-5);

@@ -117,15 +117,34 @@ void Coordinator::refuse(int peer, const std::string& why) {
   log_.info("refused a message from client {}: {}", peer, why);
 }
 
-void Coordinator::note(CurveServerSocket::Received&& r) {
-  if (r.peer < 0) return;  // ZAP names every admitted connection: nothing else gets here
+std::optional<Coordinator::Incoming> Coordinator::decode_received(CurveServerSocket::Received&& r) {
+  if (r.peer < 0) return std::nullopt;  // ZAP names every admitted connection
   connected_[r.peer] = zmq::message_t(r.identity.data(), r.identity.size());
+  const int64_t bytes = fed_message_bytes(r.frames);
   std::string why;
   std::optional<FedMessage> m = decode_fed_message(std::move(r.frames), setup_.run_tag, n_, &why);
-  if (!m) return refuse(r.peer, why);
-  if (static_cast<FedType>(m->header.type) == FedType::kUpdate) {
-    refuse(r.peer, fmt::format("an answer to round {} attempt {}, which is over", m->header.round,
-                               m->header.attempt));
+  if (!m) {
+    refuse(r.peer, why);
+    return std::nullopt;
+  }
+  return Incoming{.peer = r.peer, .bytes = bytes, .message = std::move(*m)};
+}
+
+std::optional<Coordinator::Incoming> Coordinator::receive_before(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  std::optional<CurveServerSocket::Received> r =
+      socket_.receive(std::min(left, std::chrono::milliseconds(500)));
+  if (!r) return std::nullopt;
+  std::optional<Incoming> in = decode_received(std::move(*r));
+  if (!in || static_cast<FedType>(in->message.header.type) == FedType::kHello) return std::nullopt;
+  return in;
+}
+
+void Coordinator::note(CurveServerSocket::Received&& r) {
+  std::optional<Incoming> in = decode_received(std::move(r));
+  if (in && static_cast<FedType>(in->message.header.type) == FedType::kUpdate) {
+    refuse(in->peer, fmt::format("an answer to round {} attempt {}, which is over",
+                                 in->message.header.round, in->message.header.attempt));
   }
 }
 
@@ -209,26 +228,14 @@ std::map<int, Coordinator::Answer> Coordinator::collect(int64_t round, int64_t a
   std::set<int> failed;  // asked clients whose answer was refused: they send no other
   while (progress.answered.size() + failed.size() < progress.asked.size() &&
          Clock::now() < deadline) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    std::optional<CurveServerSocket::Received> r =
-        socket_.receive(std::min(left, std::chrono::milliseconds(500)));
-    if (!r || r->peer < 0) continue;
-    const int peer = r->peer;
-    connected_[peer] = zmq::message_t(r->identity.data(), r->identity.size());
-    std::string why;
-    const int64_t bytes = fed_message_bytes(r->frames);
-    std::optional<FedMessage> m =
-        decode_fed_message(std::move(r->frames), setup_.run_tag, n_, &why);
-    if (!m) {
-      refuse(peer, why);
-      continue;
-    }
-    if (static_cast<FedType>(m->header.type) == FedType::kHello) continue;
-    why = update_refusal(*m, peer, progress);
+    std::optional<Incoming> in = receive_before(deadline);
+    if (!in) continue;
+    const int peer = in->peer;
+    FedMessage& m = in->message;
+    const std::string why = update_refusal(m, peer, progress);
     if (!why.empty()) {
       refuse(peer, why);
-      const FedHeader& h = m->header;
+      const FedHeader& h = m.header;
       if (h.round == round && h.attempt == attempt && progress.asked.count(peer) &&
           !progress.answered.count(peer)) {
         failed.insert(peer);
@@ -236,8 +243,8 @@ std::map<int, Coordinator::Answer> Coordinator::collect(int64_t round, int64_t a
       continue;
     }
     progress.answered.insert(peer);
-    *bytes_up += bytes;
-    answers.emplace(peer, Answer{.message = std::move(*m), .seconds = seconds_since(start)});
+    *bytes_up += in->bytes;
+    answers.emplace(peer, Answer{.message = std::move(m), .seconds = seconds_since(start)});
   }
   return answers;
 }

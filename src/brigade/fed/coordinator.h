@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -74,6 +75,16 @@ class Coordinator {
   void save(int64_t next_round);
   // Waits until at least min_clients are connected (or the join timeout passes).
   void wait_for_clients(int64_t want);
+  struct Incoming {
+    int peer = -1;      // the client its connection's key belongs to
+    int64_t bytes = 0;  // on the wire
+    FedMessage message;
+  };
+  // Notes the connection a message came on and decodes it; a malformed one is refused (logged)
+  // and gives nullopt, as does a message from an unnamed connection.
+  std::optional<Incoming> decode_received(CurveServerSocket::Received&& r);
+  // The next decoded message that is not a hello, waiting at most 500 ms and not past deadline.
+  std::optional<Incoming> receive_before(std::chrono::steady_clock::time_point deadline);
   // Handles one incoming message outside a round's collection (hellos, late answers).
   void note(CurveServerSocket::Received&& r);
   std::vector<int> sample(int64_t round, int64_t attempt) const;

@@ -73,22 +73,11 @@ std::map<int, Coordinator::Answer> Coordinator::collect_secure(int64_t round, in
                     Clock::time_point deadline, auto&& take) {
     std::set<int> done, failed;
     while (done.size() + failed.size() < expected.size() && Clock::now() < deadline) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      std::optional<CurveServerSocket::Received> r =
-          socket_.receive(std::min(left, std::chrono::milliseconds(500)));
-      if (!r || r->peer < 0) continue;
-      const int peer = r->peer;
-      connected_[peer] = zmq::message_t(r->identity.data(), r->identity.size());
-      const int64_t bytes = fed_message_bytes(r->frames);
-      std::optional<FedMessage> m =
-          decode_fed_message(std::move(r->frames), setup_.run_tag, n_, &why);
-      if (!m) {
-        refuse(peer, why);
-        continue;
-      }
-      const FedHeader& h = m->header;
-      if (static_cast<FedType>(h.type) == FedType::kHello) continue;
+      std::optional<Incoming> in = receive_before(deadline);
+      if (!in) continue;
+      const int peer = in->peer;
+      FedMessage& m = in->message;
+      const FedHeader& h = m.header;
       if (static_cast<FedType>(h.type) != FedType::kSecAgg || h.round != round ||
           h.attempt != attempt) {
         refuse(peer, fmt::format("a {} message for round {} attempt {} during a secure round",
@@ -100,7 +89,7 @@ std::map<int, Coordinator::Answer> Coordinator::collect_secure(int64_t round, in
         refuse(peer, "a secure-aggregation step from a client not expected at this step");
         continue;
       }
-      std::optional<secagg::WireHeader> wire = secagg::peek_header(m->secagg, &why);
+      std::optional<secagg::WireHeader> wire = secagg::peek_header(m.secagg, &why);
       if (!wire || wire->type != type || wire->client != static_cast<uint32_t>(peer)) {
         refuse(peer, wire ? fmt::format("a {} where a {} is expected",
                                         secagg::secagg_type_name(wire->type),
@@ -109,12 +98,12 @@ std::map<int, Coordinator::Answer> Coordinator::collect_secure(int64_t round, in
         failed.insert(peer);
         continue;
       }
-      if (!take(peer, *m)) {
+      if (!take(peer, m)) {
         refuse(peer, why);
         failed.insert(peer);
         continue;
       }
-      *bytes_up += bytes;
+      *bytes_up += in->bytes;
       done.insert(peer);
     }
     return done;

@@ -65,16 +65,18 @@ int64_t DpMechanism::noised_mean(const std::vector<const float*>& updates, int64
     clipped += norm > clip_ ? 1 : 0;
     for (int64_t i = 0; i < n; ++i) sum_[static_cast<size_t>(i)] += scale * u[i];
   }
-  add_noise(n, round, attempt);
-  for (int64_t i = 0; i < n; ++i) {
-    out[i] = static_cast<float>(sum_[static_cast<size_t>(i)] / expected_clients);
-  }
+  noise_and_divide(n, expected_clients, round, attempt, out);
   return clipped;
 }
 
 void DpMechanism::noised_sum(const float* sum, int64_t n, double expected_clients, int64_t round,
                              int64_t attempt, float* out) {
   sum_.assign(sum, sum + n);
+  noise_and_divide(n, expected_clients, round, attempt, out);
+}
+
+void DpMechanism::noise_and_divide(int64_t n, double expected_clients, int64_t round,
+                                   int64_t attempt, float* out) {
   add_noise(n, round, attempt);
   for (int64_t i = 0; i < n; ++i) {
     out[i] = static_cast<float>(sum_[static_cast<size_t>(i)] / expected_clients);

@@ -52,6 +52,9 @@ class DpMechanism {
   std::vector<double> sum_;
 
   void add_noise(int64_t n, int64_t round, int64_t attempt);  // to sum_
+  // out = (sum_ + noise) / expected_clients.
+  void noise_and_divide(int64_t n, double expected_clients, int64_t round, int64_t attempt,
+                        float* out);
 };
 
 }  // namespace brigade
