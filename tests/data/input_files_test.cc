@@ -50,6 +50,7 @@ TEST(InputFilesTest, ErrorsNameThePath) {
   EXPECT_NE(message(dir.file("missing")).find("no such file"), std::string::npos);
   EXPECT_NE(message(dir.file("empty")).find("holds no files"), std::string::npos);
   EXPECT_NE(message(dir.file("*.nothing")).find("no file matches"), std::string::npos);
+  EXPECT_NE(message(dir.file("nofolder/*.txt")).find("no file matches"), std::string::npos);
   EXPECT_NE(message(dir.file("d/*")).find("not a regular file"), std::string::npos);
   EXPECT_NE(message("").find("empty path"), std::string::npos);
 }

@@ -5,9 +5,8 @@
 #include "brigade/base/thread_name.h"
 #include "brigade/cli/commands.h"
 #include "brigade/runtime/config.h"
-#include "brigade/train/fed_roles.h"
 #include "brigade/train/hybrid_layout.h"
-#include "brigade/train/ps_roles.h"
+#include "brigade/train/job_check.h"
 #include "brigade/train/trainer.h"
 
 namespace brigade::cli {
@@ -16,6 +15,7 @@ namespace {
 struct ConfigArgs {
   std::string path;
   std::vector<std::string> overrides;
+  int64_t nproc = 0;  // check-config: the world size to check the layout against; 0 = unknown
 };
 
 void add_config_args(CLI::App* sub, ConfigArgs& args) {
@@ -39,15 +39,10 @@ WorkerConfigFacts validate_worker_config(const std::vector<std::string>& worker_
   }
   Config config = load_config(args.path, args.overrides);
   config.validate();
-  // The mesh against the number of workers about to start: refused here, printing every
-  // factor, before any process trains.
-  if (world_size > 0 && is_model_parallel(config)) {
-    resolve_hybrid_layout(config, world_size);
-  }
-  // Parameter servers: at least one process must be left to train.
-  if (world_size > 0 && config.sync.method == "ps") ps_workers(config, world_size);
-  // A federation: a coordinator and at least fed.min_clients clients.
-  if (world_size > 0 && config.sync.method == "fed") federation_clients(config, world_size);
+  // The layout against the number of workers about to start, and the data they will read:
+  // refused here, before any process trains.
+  if (world_size > 0) check_world_size(config, world_size);
+  check_data_paths(config);
   return {.federated = config.sync.method == "fed"};
 }
 
@@ -66,17 +61,23 @@ Command add_train(CLI::App& app) {
 
 Command add_check_config(CLI::App& app) {
   auto args = std::make_shared<ConfigArgs>();
-  auto* sub = app.add_subcommand("check-config", "validate a config and print it resolved");
+  auto* sub = app.add_subcommand("check-config",
+                                 "validate a config (and its data paths) and print it resolved");
   add_config_args(sub, *args);
+  sub->add_option("--nproc,--nproc-per-node,--nproc_per_node", args->nproc,
+                  "check the layout against a job of this many processes")
+      ->check(CLI::Range(1, 1 << 20));
   return [args]() {
     Config config = load_config(args->path, args->overrides);
     config.validate();
+    if (args->nproc > 0) check_world_size(config, args->nproc);
+    check_data_paths(config);
+    // Without a world size dp is parallel.dp (or 1); `brigade launch` checks the product.
+    const std::string mesh =
+        is_model_parallel(config) ? resolve_hybrid_layout(config, args->nproc).to_string() : "";
+    // Printed only once every check has passed.
     std::fputs(config.to_toml().c_str(), stdout);
-    if (is_model_parallel(config)) {
-      // Without a world size dp is parallel.dp (or 1); `brigade launch` checks the product.
-      std::fprintf(stdout, "# hybrid mesh: %s\n",
-                   resolve_hybrid_layout(config, 0).to_string().c_str());
-    }
+    if (!mesh.empty()) std::fprintf(stdout, "# hybrid mesh: %s\n", mesh.c_str());
     return 0;
   };
 }

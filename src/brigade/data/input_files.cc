@@ -4,6 +4,8 @@
 #include <glob.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -39,17 +41,37 @@ std::vector<std::string> folder_files(const std::string& dir) {
   return files;
 }
 
+// glob(3) reports a folder it cannot read through a plain function pointer: the first one is
+// kept here (glob runs on the calling thread).
+thread_local std::string glob_failed_path;
+thread_local int glob_failed_errno = 0;
+
+int note_glob_error(const char* path, int error) {
+  if (glob_failed_path.empty()) {
+    glob_failed_path = path;
+    glob_failed_errno = error;
+  }
+  return 0;  // go on; a missing folder on the way simply matches nothing
+}
+
 std::vector<std::string> glob_files(const std::string& pattern) {
+  glob_failed_path.clear();
   glob_t matches{};
-  const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &matches);
+  const int rc = ::glob(pattern.c_str(), 0, note_glob_error, &matches);
   std::vector<std::string> files;
+  // A folder that exists but cannot be read would silently drop its files: refused.
+  if (!glob_failed_path.empty() && glob_failed_errno != ENOENT && glob_failed_errno != ENOTDIR) {
+    ::globfree(&matches);
+    throw IoError(fmt::format("{}: cannot read {}: {}", pattern, glob_failed_path,
+                              std::strerror(glob_failed_errno)));
+  }
   if (rc == GLOB_NOMATCH) {
     ::globfree(&matches);
     throw IoError(fmt::format("{}: no file matches the pattern", pattern));
   }
   if (rc != 0) {
     ::globfree(&matches);
-    throw IoError(fmt::format("{}: cannot expand the pattern (a folder is unreadable)", pattern));
+    throw IoError(fmt::format("{}: cannot expand the pattern", pattern));
   }
   try {
     for (size_t i = 0; i < matches.gl_pathc; ++i) {

@@ -18,6 +18,7 @@
 #include "brigade/sync/lowcomm/common.h"
 #include "brigade/sync/ps/ps_worker.h"
 #include "brigade/sync/replica_sync.h"
+#include "brigade/train/job_check.h"
 #include "brigade/train/model_factory.h"
 #include "brigade/train/moe_metrics.h"
 #include "brigade/train/sync_strategy.h"
@@ -263,14 +264,7 @@ class DpEngine final : public TrainEngine {
 }  // namespace
 
 int64_t dp_degree(const Config& config, const ProcessGroup& group) {
-  const int64_t dp = config.parallel.dp == 0 ? group.size() : config.parallel.dp;
-  if (dp != group.size()) {
-    throw ConfigError(
-        fmt::format("parallel.dp = {}: the job has {} processes (dp = 0 uses them "
-                    "all)",
-                    config.parallel.dp, group.size()));
-  }
-  return dp;
+  return resolve_dp_degree(config, group.size());
 }
 
 std::unique_ptr<TrainEngine> make_dp_engine(TrainContext& ctx, int64_t dp) {

@@ -1,0 +1,74 @@
+#include "brigade/train/job_check.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <system_error>
+
+#include "brigade/base/error.h"
+#include "brigade/data/idx_reader.h"
+#include "brigade/data/input_files.h"
+#include "brigade/data/text_corpus.h"
+#include "brigade/train/fed_roles.h"
+#include "brigade/train/hybrid_layout.h"
+#include "brigade/train/ps_roles.h"
+
+namespace brigade {
+
+int64_t resolve_dp_degree(const Config& config, int64_t world_size) {
+  const int64_t dp = config.parallel.dp == 0 ? world_size : config.parallel.dp;
+  if (dp != world_size) {
+    throw ConfigError(
+        fmt::format("parallel.dp = {}: the job has {} processes (dp = 0 uses them all)",
+                    config.parallel.dp, world_size));
+  }
+  return dp;
+}
+
+void check_world_size(const Config& config, int64_t world_size) {
+  const int world = static_cast<int>(world_size);
+  if (config.sync.method == "ps") {
+    ps_workers(config, world);
+  } else if (config.sync.method == "fed") {
+    federation_clients(config, world);
+  } else if (is_model_parallel(config)) {
+    resolve_hybrid_layout(config, world_size);
+  } else {
+    resolve_dp_degree(config, world_size);
+  }
+}
+
+namespace {
+
+void require_folder(const std::string& dir, const std::string& what) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    throw IoError(fmt::format("data.path = \"{}\": {} is not a folder{}", dir, what,
+                              std::filesystem::exists(dir, ec) ? "" : " (it does not exist)"));
+  }
+}
+
+}  // namespace
+
+void check_data_paths(const Config& config) {
+  // A federation's clients read their own folders (fed.client_data), on their own hosts.
+  if (config.sync.method == "fed" && !config.fed.client_data.empty()) return;
+  const DataConfig& data = config.data;
+  if (data.source == "fortunes") {
+    require_folder(data.path.empty() ? kDefaultFortunesDir : data.path,
+                   "the fortunes corpus (Debian package fortunes)");
+  } else if (data.source == "fashion_mnist") {
+    require_folder(data.path.empty() ? kDefaultFashionMnistDir : data.path,
+                   "the Fashion-MNIST folder (Debian package dataset-fashion-mnist)");
+  } else if (data.source == "shards") {
+    if (!data.path.empty()) require_folder(data.path, "the token-shard folder");
+  } else if (!data.path.empty()) {  // text, jsonl: a file, a folder or a glob
+    try {
+      expand_input_files(data.path);
+    } catch (const IoError& e) {
+      throw IoError(fmt::format("data.path: {}", e.what()));
+    }
+  }
+}
+
+}  // namespace brigade

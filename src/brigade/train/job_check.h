@@ -1,0 +1,26 @@
+#pragma once
+// The checks a config must pass against the job it is about to run in, before any process
+// trains: `brigade launch` runs them with the number of workers it is about to start,
+// `brigade check-config --nproc N` with N, and the trainer again with the world it joined.
+#include <cstdint>
+
+#include "brigade/runtime/config.h"
+
+namespace brigade {
+
+// The data-parallel degree of a plain data-parallel job (DDP, ZeRO, the low-communication
+// methods): parallel.dp, or world_size when it is 0. ConfigError unless it equals world_size.
+int64_t resolve_dp_degree(const Config& config, int64_t world_size);
+
+// Refuses, with a ConfigError printing every factor, a config its world cannot run: the hybrid
+// mesh (train/hybrid_layout.h), parameter servers that leave no worker, a federation without a
+// coordinator and fed.min_clients clients, a parallel.dp that is not the world size.
+void check_world_size(const Config& config, int64_t world_size);
+
+// Whether the data the config names is there: the corpus folder, text or JSONL files (a file, a
+// folder or a glob, data/input_files.h), the token-shard folder, the Fashion-MNIST folder.
+// IoError naming data.path (or the default location) otherwise. Only existence: the trainer
+// reads and validates the contents.
+void check_data_paths(const Config& config);
+
+}  // namespace brigade
