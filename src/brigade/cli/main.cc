@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "brigade/base/error.h"
+#include "brigade/base/nearest_name.h"
 #include "brigade/cli/commands.h"
 #include "brigade/cli/version.h"
 
@@ -35,7 +36,7 @@ int main(int argc, char** argv) {
       names.push_back(name);
       list += (list.empty() ? "" : ", ") + name;
     }
-    const std::string hint = brigade::cli::nearest_name(argv[1], names);
+    const std::string hint = brigade::nearest_name(argv[1], names);
     std::fprintf(stderr, "brigade: unknown subcommand '%s'%s (subcommands: %s)\n", argv[1],
                  hint.empty() ? "" : ("; did you mean '" + hint + "'?").c_str(), list.c_str());
     return brigade::kExitConfig;

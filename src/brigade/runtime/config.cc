@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <variant>
 
 #include "brigade/base/error.h"
+#include "brigade/base/nearest_name.h"
 #include "brigade/runtime/toml_limits.h"
 
 namespace brigade {
@@ -226,7 +228,7 @@ std::string bounded_report(const std::string& what) {
 std::string read_config_file(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    throw ConfigError(
+    throw IoError(  // exit 3, as a missing data file
         fmt::format("config file not found or unreadable: {} ({})", path, std::strerror(errno)));
   }
   if (!S_ISREG(st.st_mode)) {
@@ -239,7 +241,7 @@ std::string read_config_file(const std::string& path) {
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    throw ConfigError(
+    throw IoError(  // exit 3, as a missing data file
         fmt::format("config file not found or unreadable: {} ({})", path, std::strerror(errno)));
   }
   // Read one byte past the limit, so a file that grew after stat() is still caught.
@@ -304,8 +306,8 @@ void assign(const Field& f, const toml::value& v, const std::string& origin) {
       f.target);
 }
 
-// "a.b=c" -> root[a][b] = c, c in TOML syntax or else a bare string.
-void apply_override(toml::value& root, const std::string& assignment) {
+// "a.b=c" -> root[a][b] = c, c in TOML syntax or else a bare string. Returns "a.b".
+std::string apply_override(toml::value& root, const std::string& assignment) {
   auto eq = assignment.find('=');
   auto dot = assignment.find('.');
   if (eq == std::string::npos || dot == std::string::npos || dot > eq) {
@@ -333,6 +335,33 @@ void apply_override(toml::value& root, const std::string& assignment) {
         fmt::format("--set {}: [{}] is not a section", cut(assignment), cut(section)));
   }
   table[section].as_table()[key] = value;
+  return section + "." + key;
+}
+
+std::vector<std::string> section_names(const std::vector<Field>& schema) {
+  std::vector<std::string> out;
+  for (const auto& f : schema) {
+    if (out.empty() || out.back() != f.section) out.push_back(f.section);
+  }
+  return out;
+}
+
+std::vector<std::string> full_names(const std::vector<Field>& schema) {
+  std::vector<std::string> out;
+  for (const auto& f : schema) out.push_back(std::string(f.section) + "." + f.key);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// "; did you mean train.steps?" for a name a few edits from a known one, else "".
+std::string did_you_mean(const std::string& typed, const std::vector<std::string>& names) {
+  const std::string near = nearest_name(typed, names, std::max<size_t>(2, typed.size() / 4));
+  return near.empty() ? "" : "; did you mean " + near + "?";
 }
 
 std::string known_keys(Config& c, const std::string& section) {
@@ -381,10 +410,17 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
     // toml::syntax_error mostly; whatever else toml11 throws on bad text is a bad config too.
     throw ConfigError(fmt::format("{}: TOML syntax error: {}", origin, bounded_report(e.what())));
   }
-  for (const auto& o : overrides) apply_override(root, o);
+  // Which keys an override set (the last one wins, as in TOML order): errors in them name the
+  // override, not the file.
+  std::map<std::string, std::string> override_of;
+  for (const auto& o : overrides) override_of[apply_override(root, o)] = o;
 
   Config config;
   auto schema = fields(config);
+  auto where = [&](const std::string& section, const std::string& key) {
+    const auto it = override_of.find(section + "." + key);
+    return it == override_of.end() ? origin : "--set " + cut(it->second);
+  };
   for (const auto& [section, table] : root.as_table()) {
     if (!table.is_table()) {
       throw ConfigError(
@@ -393,20 +429,24 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
     bool known_section = false;
     for (const auto& f : schema) known_section |= (section == f.section);
     if (!known_section) {
-      throw ConfigError(fmt::format(
-          "{}: unknown section [{}] (allowed: run, model, data, train, parallel, sync, comm, "
-          "monitor)",
-          origin, cut(section)));
+      const std::string first_key =
+          table.as_table().empty() ? "" : table.as_table().begin()->first;
+      throw ConfigError(fmt::format("{}: unknown section [{}]{} (allowed: {})",
+                                    where(section, first_key), cut(section),
+                                    did_you_mean(section, section_names(schema)),
+                                    join(section_names(schema))));
     }
     for (const auto& [key, value] : table.as_table()) {
       const Field* field = nullptr;
       for (const auto& f : schema)
         if (section == f.section && key == f.key) field = &f;
       if (!field) {
-        throw ConfigError(fmt::format("{}: unknown key {}.{} (allowed in [{}]: {})", origin,
-                                      section, cut(key), section, known_keys(config, section)));
+        throw ConfigError(fmt::format("{}: unknown key {}.{}{} (allowed in [{}]: {})",
+                                      where(section, key), section, cut(key),
+                                      did_you_mean(section + "." + key, full_names(schema)),
+                                      section, known_keys(config, section)));
       }
-      assign(*field, value, origin);
+      assign(*field, value, where(section, key));
     }
   }
   // A default that depends on another key: applied only where no file or --set gave the key,
