@@ -23,6 +23,10 @@ Command add_partition(CLI::App& app);
 Command add_privacy(CLI::App& app);
 Command add_keygen(CLI::App& app);
 
+// The `--set KEY=VALUE` option of every command that reads a config: one override per --set,
+// repeated for several (a second bare value would be ambiguous with a positional path).
+CLI::Option* add_set_option(CLI::App* sub, std::vector<std::string>& overrides);
+
 // For `brigade launch`: when the worker command is `train <config> [--set ...]`, loads and
 // validates that config, so a bad one is refused (ConfigError) before any worker starts.
 // Other worker commands are left to the workers. world_size > 0: the job's process count, checked

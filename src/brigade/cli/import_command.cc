@@ -201,8 +201,7 @@ Command add_import(CLI::App& app) {
   sub->add_option("--from", args->from, "folder holding config.json and model.safetensors")
       ->required();
   sub->add_option("--config", args->config, "TOML config of the run to create")->required();
-  sub->add_option("--set", args->overrides, "override a config value: section.key=value")
-      ->allow_extra_args(false);
+  add_set_option(sub, args->overrides);
   return [args]() { return run_import(*args); };
 }
 

@@ -125,6 +125,7 @@ Command add_launch(CLI::App& app) {
                   "seconds without a heartbeat after which a worker is hung (0: off)")
       ->capture_default_str();
   sub->add_option("args", o.args, "worker command: a brigade subcommand with its arguments")
+      ->default_str("")
       ->required();
   return [args]() {
     LaunchOptions options = args->options;

@@ -12,6 +12,8 @@
 int main(int argc, char** argv) {
   CLI::App app{"brigade: distributed training of neural networks"};
   app.require_subcommand(1);
+  // Every option's help shows its default (subcommands inherit this from the app).
+  app.option_defaults()->always_capture_default();
   std::map<std::string, brigade::cli::Command> commands = {
       {"train", brigade::cli::add_train(app)},
       {"check-config", brigade::cli::add_check_config(app)},

@@ -39,6 +39,7 @@ Command add_report(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "report", "write an HTML report of runs: loss, throughput, MFU, communication, step time");
   sub->add_option("runs", args->runs, "run folders (runs/<name>); several are overlaid")
+      ->default_str("")
       ->required();
   sub->add_option("--out", args->out, "the HTML file (default: <run>/report.html)");
   return [args]() { return run_report(*args); };

@@ -20,10 +20,20 @@ struct ConfigArgs {
 
 void add_config_args(CLI::App* sub, ConfigArgs& args) {
   sub->add_option("config", args.path, "TOML config file (see configs/)")->required();
-  sub->add_option("--set", args.overrides, "override a config value: section.key=value")
-      ->allow_extra_args(false);
+  add_set_option(sub, args.overrides);
 }
 }  // namespace
+
+CLI::Option* add_set_option(CLI::App* sub, std::vector<std::string>& overrides) {
+  return sub
+      ->add_option("--set", overrides,
+                   "override a config value, one per --set (repeat it): section.key=value")
+      ->type_name("KEY=VALUE")
+      ->default_str("")  // none, rather than the empty list's "[]"
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
+}
 
 WorkerConfigFacts validate_worker_config(const std::vector<std::string>& worker_args,
                                          int world_size) {
