@@ -1,5 +1,6 @@
 // brigade export: writes a GPT checkpoint as a Hugging Face GPT2LMHeadModel folder
-// (model.safetensors + config.json, and the run's BPE merges when it has them).
+// (model.safetensors + config.json), with its tokenizer as Hugging Face tokenizers reads it
+// (tokenizer.json, tokenizer_config.json) and the run's BPE merges when it has them.
 #include <fmt/format.h>
 #include <sys/stat.h>
 
@@ -15,6 +16,8 @@
 #include "brigade/ckpt/manifest.h"
 #include "brigade/ckpt/sharded_reader.h"
 #include "brigade/cli/commands.h"
+#include "brigade/data/bpe.h"
+#include "brigade/data/hf_tokenizer.h"
 #include "brigade/model/gpt.h"
 #include "brigade/runtime/config.h"
 #include "brigade/train/checkpointing.h"
@@ -25,6 +28,8 @@ namespace brigade::cli {
 namespace {
 
 constexpr const char* kMergesFile = "tokenizer.bpe";
+constexpr const char* kHfTokenizerFile = "tokenizer.json";
+constexpr const char* kHfTokenizerConfigFile = "tokenizer_config.json";
 
 struct ExportArgs {
   std::string ckpt;
@@ -73,16 +78,26 @@ int run_export(const ExportArgs& args) {
     remove_all(merges_out);
     fsync_dir(args.out);
   }
+  // The same tokenizer for Hugging Face `tokenizers` / AutoTokenizer (data/hf_tokenizer.h).
+  const BpeTokenizer tokenizer =
+      has_merges ? BpeTokenizer::parse(*merges, dir + "/" + kMergesFile) : BpeTokenizer();
+  write_file_atomic(args.out + "/" + kHfTokenizerFile, hf_tokenizer_json(tokenizer));
+  write_file_atomic(args.out + "/" + kHfTokenizerConfigFile,
+                    hf_tokenizer_config_json(config.model.seq_len));
   std::printf(
       "exported step %lld of %s to %s: %s (%zu tensors, %lld parameters, F32; "
-      "lm_head.weight omitted: it is tied to transformer.wte.weight), %s%s%s\n",
+      "lm_head.weight omitted: it is tied to transformer.wte.weight), %s%s%s%s\n",
       static_cast<long long>(reader.step()), dir.c_str(), args.out.c_str(), kHfWeightsFile,
       model.layout().specs().size(), static_cast<long long>(model.num_params()), kHfConfigFile,
       gpt.moe() ? " (model_type brigade_gpt2_moe: transformers has no GPT-2 with experts; "
                   "brigade import reads it)"
                 : "",
-      has_merges ? ", tokenizer.bpe (brigade's BPE merges, not an HF tokenizer)"
-                 : "; byte-level tokens (ids 0-255 are the raw bytes), no tokenizer file");
+      has_merges ? ", tokenizer.bpe (brigade's BPE merges)" : "",
+      fmt::format(", {} and {} ({}; AutoTokenizer loads them)", kHfTokenizerFile,
+                  kHfTokenizerConfigFile,
+                  has_merges ? fmt::format("byte-level BPE, {} ids", tokenizer.vocab_size())
+                             : "byte-level tokens: ids 0-255 are the raw bytes")
+          .c_str());
   return 0;
 }
 
