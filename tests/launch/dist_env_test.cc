@@ -51,6 +51,42 @@ TEST(DistEnv, Torchrun) {
   EXPECT_EQ(d.master_port, 29611);
 }
 
+// Everything torchrun (torch.distributed.elastic's local agent) puts into a worker's
+// environment. With the agent store the agent holds MASTER_PORT with a torch TCPStore, so
+// brigade's store moves to the next port; without it, MASTER_PORT is brigade's.
+TEST(DistEnv, TorchrunsWholeEnvironment) {
+  EnvMap env{{"LOCAL_RANK", "1"},
+             {"RANK", "3"},
+             {"GROUP_RANK", "1"},
+             {"ROLE_RANK", "3"},
+             {"ROLE_NAME", "default"},
+             {"LOCAL_WORLD_SIZE", "2"},
+             {"WORLD_SIZE", "4"},
+             {"GROUP_WORLD_SIZE", "2"},
+             {"ROLE_WORLD_SIZE", "4"},
+             {"MASTER_ADDR", "10.0.0.1"},
+             {"MASTER_PORT", "29500"},
+             {"TORCHELASTIC_RESTART_COUNT", "0"},
+             {"TORCHELASTIC_MAX_RESTARTS", "0"},
+             {"TORCHELASTIC_RUN_ID", "none"},
+             {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+             {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+             {"OMP_NUM_THREADS", "1"}};
+  DistEnv d = detect_dist_env(env);
+  EXPECT_EQ(d.rank, 3);
+  EXPECT_EQ(d.world_size, 4);
+  EXPECT_EQ(d.local_rank, 1);
+  EXPECT_EQ(d.local_world_size, 2);
+  EXPECT_EQ(d.master_addr, "10.0.0.1");
+  EXPECT_EQ(d.master_port, 29501);
+  EXPECT_EQ(d.source.rfind("torchrun", 0), 0u);
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  EXPECT_EQ(detect_dist_env(env).master_port, 29500);
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  env["MASTER_PORT"] = "65535";
+  EXPECT_THAT(config_error(env), HasSubstr("MASTER_PORT + 1"));
+}
+
 TEST(DistEnv, TorchrunWithoutLocalVariablesIsOneProcessPerNode) {
   // What a Kubernetes PyTorchJob pod sees.
   DistEnv d = detect_dist_env(EnvMap{{"RANK", "2"},

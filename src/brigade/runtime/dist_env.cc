@@ -109,6 +109,19 @@ DistEnv from_torchrun(const EnvMap& env) {
                       std::to_string(d.world_size) + ")");
   }
   d.master_port = optional_int(env, "MASTER_PORT", 1, 65535, kDefaultMasterPort);
+  // Under torchrun's agent store, the agent itself serves a torch TCPStore on MASTER_PORT, which
+  // brigade's store cannot share: rank 0 serves brigade's on the next port (as PyTorch's own
+  // side process groups do), the same for every rank since every rank sees the same variables.
+  const std::string agent_store = get(env, "TORCHELASTIC_USE_AGENT_STORE").value_or("");
+  if (agent_store == "True" || agent_store == "true" || agent_store == "1") {
+    if (d.master_port == 65535) {
+      throw ConfigError(
+          "MASTER_PORT = 65535 with TORCHELASTIC_USE_AGENT_STORE: brigade's store takes "
+          "MASTER_PORT + 1, past the last port; give torchrun a lower --master-port");
+    }
+    d.master_port += 1;
+    d.source = "torchrun (agent store; brigade's store on MASTER_PORT + 1)";
+  }
   return d;
 }
 

@@ -25,7 +25,9 @@ using EnvMap = std::map<std::string, std::string>;
 
 // Detects the job layout from `env`, trying in order:
 //   torchrun  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-//             (set by `brigade launch`, torchrun and Kubernetes PyTorchJob);
+//             (set by `brigade launch`, torchrun and Kubernetes PyTorchJob); with
+//             TORCHELASTIC_USE_AGENT_STORE=True torchrun's agent serves its own store on
+//             MASTER_PORT, so master_port is MASTER_PORT + 1;
 //   openmpi   OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK/_LOCAL_SIZE, master from MASTER_ADDR or
 //             127.0.0.1 and MASTER_PORT or 29500;
 //   slurm     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, local size from
