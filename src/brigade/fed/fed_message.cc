@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "brigade/comm/framed_message.h"
+
 namespace brigade {
 
 const char* fed_type_name(FedType type) {
@@ -24,6 +26,23 @@ const char* fed_type_name(FedType type) {
   }
   return "unknown";
 }
+
+namespace {
+
+bool known_fed_type(uint32_t t) {
+  switch (static_cast<FedType>(t)) {
+    case FedType::kHello:
+    case FedType::kUpdate:
+    case FedType::kTrain:
+    case FedType::kStop:
+    case FedType::kSecAgg:
+    case FedType::kSecAggServer:
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 zmq::multipart_t encode_fed_message(const FedHeader& header, const float* model,
                                     const float* control) {
@@ -54,27 +73,14 @@ std::optional<FedMessage> decode_fed_message(zmq::multipart_t&& frames, uint64_t
     *why = std::move(reason);
     return std::nullopt;
   };
-  if (frames.empty() || frames.size() > 3) {
-    return fail(fmt::format("{} frames (a message has 1 to 3)", frames.size()));
-  }
+  const std::optional<FedHeader> header = read_framed_header<FedHeader>(
+      frames, kFedMagic, kFedVersion, known_fed_type, expected_tag, max_values, 3, why);
+  if (!header) return std::nullopt;
   FedMessage m;
-  const zmq::message_t& head = frames[0];
-  if (head.size() != sizeof(FedHeader)) {
-    return fail(fmt::format("a header of {} bytes (expected {})", head.size(), sizeof(FedHeader)));
-  }
-  std::memcpy(&m.header, head.data(), sizeof(FedHeader));
+  m.header = *header;
   const FedHeader& h = m.header;
-  if (h.magic != kFedMagic) return fail(fmt::format("bad magic 0x{:08x}", h.magic));
-  if (h.version != kFedVersion) {
-    return fail(fmt::format("protocol version {} (this build speaks {})", h.version, kFedVersion));
-  }
   const auto type = static_cast<FedType>(h.type);
   const bool secagg = type == FedType::kSecAgg || type == FedType::kSecAggServer;
-  if (type != FedType::kHello && type != FedType::kUpdate && type != FedType::kTrain &&
-      type != FedType::kStop && !secagg) {
-    return fail(fmt::format("unknown message type {}", h.type));
-  }
-  if (h.run_tag != expected_tag) return fail("a message of another run (run tag differs)");
   if (h.threshold < 0 || h.threshold > 255) {
     return fail(fmt::format("a secure-aggregation threshold of {}", h.threshold));
   }
@@ -87,9 +93,6 @@ std::optional<FedMessage> decode_fed_message(zmq::multipart_t&& frames, uint64_t
       return fail(fmt::format("a secure-aggregation step of {} bytes (at most {})",
                               frames[1].size(), limit));
     }
-  }
-  if (h.count < 0 || h.count > max_values) {
-    return fail(fmt::format("{} values (at most {} accepted)", h.count, max_values));
   }
   if (h.controls != 0 && h.controls != 1) return fail(fmt::format("controls = {}", h.controls));
   const size_t want_frames =

@@ -54,6 +54,9 @@ std::vector<Field> fields(Config& c) {
       {"model", "channels", &c.model.channels},
       {"data", "source", &c.data.source},
       {"data", "path", &c.data.path},
+      {"data", "text_field", &c.data.text_field},
+      {"data", "prompt_field", &c.data.prompt_field},
+      {"data", "response_field", &c.data.response_field},
       {"data", "tokenizer", &c.data.tokenizer},
       {"data", "seq_len", &c.data.seq_len},
       {"data", "val_fraction", &c.data.val_fraction},
@@ -360,6 +363,9 @@ std::string join(const std::vector<std::string>& names) {
 
 // "; did you mean train.steps?" for a name a few edits from a known one, else "".
 std::string did_you_mean(const std::string& typed, const std::vector<std::string>& names) {
+  // Known names are short; a long one (fuzzed, pasted) is no typo, and its edit distance to
+  // every name would cost length x names.
+  if (typed.size() > 64) return "";
   const std::string near = nearest_name(typed, names, std::max<size_t>(2, typed.size() / 4));
   return near.empty() ? "" : "; did you mean " + near + "?";
 }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "brigade/comm/framed_message.h"
+
 namespace brigade {
 
 const char* ps_type_name(PsType type) {
@@ -75,25 +77,12 @@ std::optional<PsMessage> decode_ps_message(zmq::multipart_t&& frames, uint64_t e
     *why = std::move(reason);
     return std::nullopt;
   };
-  if (frames.empty() || frames.size() > 3) {
-    return fail(fmt::format("{} frames (a message has 1 to 3)", frames.size()));
-  }
+  const std::optional<PsHeader> header = read_framed_header<PsHeader>(
+      frames, kPsMagic, kPsVersion, known_type, expected_tag, max_values, 3, why);
+  if (!header) return std::nullopt;
   PsMessage m;
-  const zmq::message_t& head = frames[0];
-  if (head.size() != sizeof(PsHeader)) {
-    return fail(fmt::format("a header of {} bytes (expected {})", head.size(), sizeof(PsHeader)));
-  }
-  std::memcpy(&m.header, head.data(), sizeof(PsHeader));
+  m.header = *header;
   const PsHeader& h = m.header;
-  if (h.magic != kPsMagic) return fail(fmt::format("bad magic 0x{:08x}", h.magic));
-  if (h.version != kPsVersion) {
-    return fail(fmt::format("protocol version {} (this build speaks {})", h.version, kPsVersion));
-  }
-  if (!known_type(h.type)) return fail(fmt::format("unknown message type {}", h.type));
-  if (h.run_tag != expected_tag) return fail("a message of another run (run tag differs)");
-  if (h.count < 0 || h.count > max_values) {
-    return fail(fmt::format("{} values (at most {} accepted)", h.count, max_values));
-  }
   const size_t payload_frames = frames.size() - 1;
   if (h.count > 0 && payload_frames == 0)
     return fail(fmt::format("{} values but no payload", h.count));
