@@ -30,6 +30,13 @@ class Dataset {
   // Writes examples ids[0..n) into batch, sets batch.size = n. Each id in [0, size()); n at most
   // the max_batch the batch was made for. No allocation.
   virtual void fill(Batch& batch, const int64_t* example_ids, int64_t n) const = 0;
+
+  // Whether examples hold different numbers of targets >= 0 (masked targets: instruction data),
+  // so that a step's loss must weight micro-batches by valid_targets to be the mean over the
+  // global batch's targets whatever the number of ranks.
+  virtual bool masks_targets() const { return false; }
+  // Targets >= 0 of example id; only meaningful when masks_targets().
+  virtual int64_t valid_targets(int64_t /*id*/) const { return 1; }
 };
 
 class TokenDataset final : public Dataset {

@@ -6,6 +6,7 @@
 
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
+#include "brigade/data/input_files.h"
 #include "brigade/tensor/rng.h"
 
 namespace brigade {
@@ -13,13 +14,6 @@ namespace brigade {
 namespace {
 
 constexpr uint64_t kSplitBuckets = 1'000'000;
-
-void check_val_fraction(double val_fraction) {
-  if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
-    throw ConfigError("data.val_fraction = " + std::to_string(val_fraction) +
-                      ": must be in [0, 1)");
-  }
-}
 
 // Splits content into lines without their "\n".
 std::vector<std::string_view> split_lines(std::string_view content) {
@@ -48,9 +42,19 @@ bool is_blank(std::string_view line) {
   });
 }
 
-void add_documents(const std::string& name, const std::vector<std::string>& docs,
-                   double val_fraction, TextSplits& out) {
+}  // namespace
+
+void check_val_fraction(double val_fraction) {
+  if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
+    throw ConfigError("data.val_fraction = " + std::to_string(val_fraction) +
+                      ": must be in [0, 1)");
+  }
+}
+
+void add_split_documents(const std::string& name, const std::vector<std::string>& docs,
+                         double val_fraction, TextSplits& out) {
   for (size_t k = 0; k < docs.size(); ++k) {
+    if (docs[k].empty()) continue;
     const bool val = is_validation_doc(name, static_cast<int64_t>(k), val_fraction);
     std::string& dst = val ? out.val : out.train;
     int64_t& count = val ? out.val_docs : out.train_docs;
@@ -59,8 +63,6 @@ void add_documents(const std::string& name, const std::vector<std::string>& docs
     ++count;
   }
 }
-
-}  // namespace
 
 bool is_validation_doc(std::string_view name, int64_t index, double val_fraction) {
   const uint64_t threshold = static_cast<uint64_t>(std::llround(val_fraction * kSplitBuckets));
@@ -147,7 +149,7 @@ TextSplits load_fortunes(const std::string& dir, double val_fraction) {
   for (const fs::path& p : files) {
     const std::string content = read_file(p.string(), kMaxDataFileBytes);
     out.sources.push_back({p.string(), content.size()});
-    add_documents(p.filename().string(), parse_fortunes(content), val_fraction, out);
+    add_split_documents(p.filename().string(), parse_fortunes(content), val_fraction, out);
   }
   return out;
 }
@@ -157,8 +159,41 @@ TextSplits load_text_file(const std::string& path, double val_fraction) {
   const std::string content = read_file(path, kMaxDataFileBytes);
   TextSplits out;
   out.sources.push_back({path, content.size()});
-  add_documents(std::filesystem::path(path).filename().string(), parse_paragraphs(content),
-                val_fraction, out);
+  add_split_documents(std::filesystem::path(path).filename().string(), parse_paragraphs(content),
+                      val_fraction, out);
+  return out;
+}
+
+std::string split_name_of(const std::string& spec, const std::string& file) {
+  namespace fs = std::filesystem;
+  fs::path root;
+  std::error_code ec;
+  if (fs::is_directory(spec, ec)) {
+    root = spec;
+  } else if (is_glob_pattern(spec)) {
+    // The folders before the first component with a wildcard.
+    for (const fs::path& part : fs::path(spec).parent_path()) {
+      if (is_glob_pattern(part.string())) break;
+      root /= part;
+    }
+  } else {
+    root = fs::path(file).parent_path();
+  }
+  const std::string name = fs::path(file).lexically_relative(root).generic_string();
+  // A file outside the root cannot happen for expand_input_files' results; fall back to the
+  // base name rather than a name starting with "..".
+  if (name.empty() || name.rfind("..", 0) == 0) return fs::path(file).filename().string();
+  return name;
+}
+
+TextSplits load_text_files(const std::string& spec, double val_fraction) {
+  check_val_fraction(val_fraction);
+  TextSplits out;
+  for (const std::string& file : expand_input_files(spec)) {
+    const std::string content = read_file(file, kMaxDataFileBytes);
+    out.sources.push_back({file, content.size()});
+    add_split_documents(split_name_of(spec, file), parse_paragraphs(content), val_fraction, out);
+  }
   return out;
 }
 

@@ -12,8 +12,12 @@
 //
 // Split: document k (0-based, counting kept documents) of the source named `name` goes to
 // validation iff mix_keys(hash_name(name), k) % 1'000'000 < round(val_fraction * 1e6); see
-// is_validation_doc. The name is the file's base name, so the split does not depend on where
-// the corpus is installed, on other files, or on the order of loading.
+// is_validation_doc. The name is the file's path relative to its root (split_name_of): the
+// fortunes directory, or for data.path the folder named, the leading folder of a glob that holds
+// no wildcard, or a single file's own folder (so a file's name is its base name however it is
+// named: "corpus/a.txt", "corpus" and "corpus/*.txt" all call it "a.txt"; and "x/a.txt" and
+// "y/a.txt" in one folder keep two split sequences). The split therefore does not depend on where
+// the corpus lives, on other files, or on the order of loading.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -59,5 +63,22 @@ TextSplits load_fortunes(const std::string& dir = kDefaultFortunesDir,
 // Loads a user's plain-text file, one document per paragraph, split by the same rule.
 // IoError naming the path if it is missing or unreadable; ConfigError as above.
 TextSplits load_text_file(const std::string& path, double val_fraction = kDefaultValFraction);
+
+// Loads every file that spec names (a file, a folder or a glob; data/input_files.h), in sorted
+// order, one document per paragraph, each file split under its split_name_of name. IoError as
+// expand_input_files or naming the unreadable file; ConfigError as above.
+TextSplits load_text_files(const std::string& spec, double val_fraction = kDefaultValFraction);
+
+// The name under which `file`, one of expand_input_files(spec), is split: its path relative to
+// spec's root (the folder spec names; a glob's leading wildcard-free folders; a file's folder).
+std::string split_name_of(const std::string& spec, const std::string& file);
+
+// Appends documents 0..n-1 of source `name` to out's train or validation text by
+// is_validation_doc; empty documents keep their index but add no text.
+void add_split_documents(const std::string& name, const std::vector<std::string>& docs,
+                         double val_fraction, TextSplits& out);
+
+// ConfigError naming data.val_fraction unless it is in [0, 1).
+void check_val_fraction(double val_fraction);
 
 }  // namespace brigade

@@ -42,10 +42,18 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  // "fortunes" | "text" (a plain text file) | "shards" (a folder written by `brigade tokenize`)
+  // "fortunes" | "text" (plain text: a file, a folder or a glob) | "jsonl" (one JSON object per
+  // line: a file, a folder or a glob) | "shards" (a folder written by `brigade tokenize`)
   // | "fashion_mnist"
   std::string source = "fortunes";
   std::string path;  // "" = the source's default location
+  // jsonl: the string field of each record that is one document (unless instruction fields are
+  // set).
+  std::string text_field = "text";
+  // jsonl instruction data (both or neither): each record is one example, prompt then
+  // response, the loss on the response tokens only.
+  std::string prompt_field;
+  std::string response_field;
   std::string tokenizer =
       "byte";                  // "byte" | "bpe" (trained on the train split; vocab = model.vocab)
   int64_t seq_len = 0;         // training context; 0 = model.seq_len; at most model.seq_len

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "brigade/base/error.h"
@@ -307,6 +308,43 @@ bool valid_name(const std::string& s) {
   return true;
 }
 
+// The JSONL field keys: only for data.source = "jsonl"; prompt and response fields together,
+// instead of a text field; instruction data on the data-parallel path (its loss weights
+// micro-batches by their unmasked targets, train/dp_engine.cc).
+void validate_data_fields(const DataConfig& data, const ParallelConfig& parallel) {
+  const bool instruction = !data.prompt_field.empty() || !data.response_field.empty();
+  const DataConfig defaults;
+  for (const auto& [key, value, unset] :
+       {std::tuple{"data.text_field", &data.text_field, defaults.text_field},
+        std::tuple{"data.prompt_field", &data.prompt_field, defaults.prompt_field},
+        std::tuple{"data.response_field", &data.response_field, defaults.response_field}}) {
+    require(*value == unset || data.source == "jsonl", key, quote(*value),
+            fmt::format("names a JSONL field; it needs data.source = \"jsonl\", not {}",
+                        quote(data.source)));
+  }
+  if (!instruction) {
+    require(data.source != "jsonl" || !data.text_field.empty(), "data.text_field", "\"\"",
+            "must name the string field that holds each record's text");
+    return;
+  }
+  require(!data.prompt_field.empty(), "data.prompt_field", "\"\"",
+          fmt::format("must be set with data.response_field = {} (instruction data needs both)",
+                      quote(data.response_field)));
+  require(!data.response_field.empty(), "data.response_field", "\"\"",
+          fmt::format("must be set with data.prompt_field = {} (instruction data needs both)",
+                      quote(data.prompt_field)));
+  require(data.prompt_field != data.response_field, "data.response_field",
+          quote(data.response_field), "must differ from data.prompt_field");
+  require(data.text_field == defaults.text_field, "data.text_field", quote(data.text_field),
+          "cannot be set with data.prompt_field / data.response_field (instruction records are "
+          "read from those)");
+  require(parallel.tp * parallel.pp * parallel.ep == 1, "data.prompt_field",
+          quote(data.prompt_field),
+          fmt::format("instruction data trains on the data-parallel path only; parallel.tp = {}, "
+                      "parallel.pp = {}, parallel.ep = {} must all be 1",
+                      parallel.tp, parallel.pp, parallel.ep));
+}
+
 // The [parallel] keys of model parallelism, on their own and against the other sections. The
 // layout against the world size and the model's shapes is checked by resolve_hybrid_layout
 // (train/hybrid_layout.h), which `brigade launch` and the trainer call.
@@ -356,7 +394,7 @@ void Config::validate() const {
 
   require_one_of(model.kind, "model.kind", {"gpt", "mlp", "cnn"});
   if (model.kind == "gpt") {
-    require_one_of(data.source, "data.source", {"fortunes", "text", "shards"});
+    require_one_of(data.source, "data.source", {"fortunes", "text", "jsonl", "shards"});
     require_one_of(data.tokenizer, "data.tokenizer", {"byte", "bpe"});
     if (data.tokenizer == "byte") {
       require_range(model.vocab, "model.vocab", 256, 1 << 20);
@@ -392,6 +430,7 @@ void Config::validate() const {
     for (int64_t c : model.channels) require_range(c, "model.channels[i]", 1, 1 << 16);
   }
   validate_moe(model, parallel);
+  validate_data_fields(data, parallel);
   require_real(data.val_fraction, "data.val_fraction", 0.0, 0.5, true);
 
   require_range(train.micro_batch, "train.micro_batch", 1, 1 << 20);

@@ -19,6 +19,7 @@
 #include "brigade/sync/ps/ps_worker.h"
 #include "brigade/sync/replica_sync.h"
 #include "brigade/train/job_check.h"
+#include "brigade/train/micro_batch_weights.h"
 #include "brigade/train/model_factory.h"
 #include "brigade/train/moe_metrics.h"
 #include "brigade/train/sync_strategy.h"
@@ -57,6 +58,7 @@ class DpEngine final : public TrainEngine {
                                                 .dp_rank = rank_}),
         batch_(loader_.make_batch()),
         eval_batch_(ctx.data.val->make_batch(config_.train.micro_batch)),
+        micro_weights_(static_cast<size_t>(config_.train.grad_accum)),
         slow_s_(injected_slow_s(rank_)) {}
 
   void log_layout() override {
@@ -102,14 +104,23 @@ class DpEngine final : public TrainEngine {
     StepBreakdown times;
     sync_->start_step();
     double loss = 0;
+    // Masked targets: micro-batches weighted by their valid targets (train/micro_batch_weights.h),
+    // the weights summing to accum over the step (so the mean below is unchanged in form).
+    const bool masked = ctx_.data.train->masks_targets();
+    if (masked) {
+      masked_micro_batch_weights(*ctx_.data.train, loader_.sampler(), step,
+                                 replicas_wait_each_step(), micro_weights_.data());
+      for (float& w : micro_weights_) w *= static_cast<float>(accum);
+    }
     for (int64_t j = 0; j < accum; ++j) {
       Stopwatch data;
       loader_.next(batch_, step, j);
       times.data_s += data.seconds();
       if (slow_s_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slow_s_));
-      loss += model_->forward(batch_);
+      const float weight = masked ? micro_weights_[static_cast<size_t>(j)] : 1.0f;
+      loss += static_cast<double>(model_->forward(batch_)) * weight;
       sync_->before_backward(j == accum - 1);
-      model_->backward(batch_, 1.0f / static_cast<float>(accum));
+      model_->backward(batch_, weight / static_cast<float>(accum));
     }
     // Own compute only: what follows waits for the other ranks' gradients.
     const double busy_s = busy.seconds() - times.data_s;
@@ -256,6 +267,7 @@ class DpEngine final : public TrainEngine {
   DataLoader loader_;
   Batch batch_;
   Batch eval_batch_;
+  std::vector<float> micro_weights_;  // (grad_accum) this step's micro-batch weights, if masked
   double slow_s_;
   double exposed_comm_s_ = 0;
   Traffic formula_total_;  // replica sync: bytes by formula over this invocation's steps

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -10,6 +11,8 @@
 #include "brigade/data/bpe.h"
 #include "brigade/data/byte_tokenizer.h"
 #include "brigade/data/idx_reader.h"
+#include "brigade/data/instruction_dataset.h"
+#include "brigade/data/jsonl_corpus.h"
 #include "brigade/data/text_corpus.h"
 #include "brigade/data/token_shard.h"
 
@@ -123,30 +126,18 @@ double unigram_bits_per_byte(const std::string& train_text, const std::string& e
   return eval_text.empty() ? 0.0 : bits / static_cast<double>(eval_text.size());
 }
 
-TrainingData load_training_data(const Config& config, const RunFolder& folder) {
-  if (config.data.source == "fashion_mnist") return load_images(config);
-  if (config.data.source == "shards") return load_shards(config);
+namespace {
 
-  TextSplits splits;
-  std::string source = config.data.path;
-  if (config.data.source == "fortunes") {
-    if (source.empty()) source = kDefaultFortunesDir;
-    splits = load_fortunes(source, config.data.val_fraction);
-  } else {
-    if (config.data.path.empty()) {
-      throw ConfigError("data.path = \"\": data.source = \"text\" needs the path of a text file");
-    }
-    splits = load_text_file(config.data.path, config.data.val_fraction);
-  }
-
-  TrainingData data;
-  for (const auto& s : splits.sources) data.source_files.push_back(s.path);
+// The run's tokenizer for text data: bytes, or BPE merges trained on train_text (or reloaded from
+// the run folder, so a resumed run tokenizes identically). ConfigError if model.vocab is short.
+void make_text_tokenizer(const Config& config, const RunFolder& folder,
+                         const std::string& train_text, TrainingData& data) {
   if (config.data.tokenizer == "bpe") {
     data.tokenizer_file = folder.tokenizer_path();
     if (file_exists(data.tokenizer_file)) {
       data.tokenizer = std::make_unique<BpeTokenizer>(BpeTokenizer::load(data.tokenizer_file));
     } else {
-      auto bpe = BpeTokenizer::train(splits.train, static_cast<int32_t>(config.model.vocab));
+      auto bpe = BpeTokenizer::train(train_text, static_cast<int32_t>(config.model.vocab));
       bpe.save(data.tokenizer_file);
       data.tokenizer = std::make_unique<BpeTokenizer>(std::move(bpe));
     }
@@ -157,6 +148,94 @@ TrainingData load_training_data(const Config& config, const RunFolder& folder) {
     throw ConfigError(fmt::format("model.vocab = {}: the tokenizer needs {}", config.model.vocab,
                                   data.tokenizer->vocab_size()));
   }
+}
+
+// The text of instruction records as the tokenizer sees it: prompt, response, end separator.
+std::string instruction_text(const std::vector<InstructionRecord>& records) {
+  std::string text;
+  for (const InstructionRecord& r : records) {
+    text += r.prompt;
+    text += r.response;
+    text += kDocSeparator;
+  }
+  return text;
+}
+
+// data.source = "jsonl" with prompt and response fields: one masked example per record.
+TrainingData load_instructions(const Config& config, const RunFolder& folder) {
+  const DataConfig& dc = config.data;
+  const std::string& source = dc.path;
+  InstructionSplits splits =
+      load_jsonl_instructions(source, dc.prompt_field, dc.response_field, dc.val_fraction);
+  for (const auto* split : {&splits.train, &splits.val}) {
+    if (split->empty()) {
+      throw ConfigError(fmt::format(
+          "data.val_fraction = {}: the {} split of {} has no records ({} train, {} validation)",
+          dc.val_fraction, split == &splits.train ? "train" : "validation", source,
+          splits.train.size(), splits.val.size()));
+    }
+  }
+  TrainingData data;
+  for (const auto& s : splits.sources) data.source_files.push_back(s.path);
+  const std::string train_text = instruction_text(splits.train);
+  make_text_tokenizer(config, folder, train_text, data);
+  const int64_t T = config.context();
+  auto train = std::make_unique<InstructionDataset>(splits.train, *data.tokenizer, T,
+                                                    "the train split of " + source);
+  auto val = std::make_unique<InstructionDataset>(splits.val, *data.tokenizer, T,
+                                                  "the validation split of " + source);
+  // Bytes per token and the unigram baseline over what the loss covers: responses and their
+  // end separator (before truncation).
+  std::string val_answers;
+  for (const InstructionRecord& r : splits.val) {
+    val_answers += r.response;
+    val_answers += kDocSeparator;
+  }
+  const size_t answer_tokens = data.tokenizer->encode(val_answers).size();
+  data.val_bytes_per_token = static_cast<double>(val_answers.size()) /
+                             static_cast<double>(std::max<size_t>(1, answer_tokens));
+  data.unigram_bits_per_byte = unigram_bits_per_byte(train_text, val_answers);
+  data.summary = fmt::format(
+      "jsonl instruction records: {} train ({} response targets, {} truncated to {} tokens, {} "
+      "without targets), {} validation ({} response targets); unigram baseline {:.3f} bits/byte",
+      train->size(), train->total_targets(), train->examples_truncated(), T + 1,
+      train->examples_without_targets(), val->size(), val->total_targets(),
+      data.unigram_bits_per_byte);
+  data.train = std::move(train);
+  data.val = std::move(val);
+  return data;
+}
+
+}  // namespace
+
+TrainingData load_training_data(const Config& config, const RunFolder& folder) {
+  if (config.data.source == "fashion_mnist") return load_images(config);
+  if (config.data.source == "shards") return load_shards(config);
+
+  const DataConfig& dc = config.data;
+  TextSplits splits;
+  std::string source = dc.path;
+  if (dc.source == "fortunes") {
+    if (source.empty()) source = kDefaultFortunesDir;
+    splits = load_fortunes(source, dc.val_fraction);
+  } else {
+    if (source.empty()) {
+      throw ConfigError(fmt::format(
+          "data.path = \"\": data.source = \"{}\" needs a file, a folder or a glob of files",
+          dc.source));
+    }
+    if (dc.source == "text") {
+      splits = load_text_files(source, dc.val_fraction);
+    } else if (!dc.prompt_field.empty()) {
+      return load_instructions(config, folder);
+    } else {
+      splits = load_jsonl_text(source, dc.text_field, dc.val_fraction);
+    }
+  }
+
+  TrainingData data;
+  for (const auto& s : splits.sources) data.source_files.push_back(s.path);
+  make_text_tokenizer(config, folder, splits.train, data);
 
   std::vector<int32_t> train_tokens = data.tokenizer->encode(splits.train);
   std::vector<int32_t> val_tokens = data.tokenizer->encode(splits.val);
