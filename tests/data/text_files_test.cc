@@ -104,6 +104,11 @@ TEST_F(TextFiles, AFileHasOneSplitNameHoweverItIsNamed) {
   EXPECT_EQ(split_name_of(root() + "/x/*.txt", file), "a.txt");
   EXPECT_EQ(split_name_of(root() + "/*/a.txt", file), "x/a.txt");
   EXPECT_EQ(split_name_of(root(), file), "x/a.txt");
+  // Relative names: a glob whose first folder has a wildcard, a file in the working folder.
+  EXPECT_EQ(split_name_of("*/a.txt", "x/a.txt"), "x/a.txt");
+  EXPECT_EQ(split_name_of("*.txt", "a.txt"), "a.txt");
+  EXPECT_EQ(split_name_of("a.txt", "a.txt"), "a.txt");
+  EXPECT_EQ(split_name_of("./*/*.txt", "./x/a.txt"), "x/a.txt");
   const TextSplits one = load_text_files(file, 0.25);
   EXPECT_EQ(one.val, load_text_file(file, 0.25).val);
   EXPECT_EQ(one.val, load_text_files(root() + "/x", 0.25).val);

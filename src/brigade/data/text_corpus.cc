@@ -179,6 +179,7 @@ std::string split_name_of(const std::string& spec, const std::string& file) {
   } else {
     root = fs::path(file).parent_path();
   }
+  if (root.empty()) root = ".";  // "*/a.txt", "a.txt": relative to the working folder
   const std::string name = fs::path(file).lexically_relative(root).generic_string();
   // A file outside the root cannot happen for expand_input_files' results; fall back to the
   // base name rather than a name starting with "..".
