@@ -137,6 +137,13 @@ TEST_F(InstructionTrain, BadDataKeysExit2AndBrokenLinesExit3) {
            {"--set data.text_field='\"body\"'", "data.text_field = \"body\""},
            {"--set data.response_field='\"prompt\"'", "must differ"},
            {"--set parallel.tp=2", "data-parallel path only"},
+           {"--set data.path='\"\"'", "data.path = \"\": data.source = \"jsonl\" needs a file"},
+           {"--set data.prompt_field='\"\"' --set data.response_field='\"\"' "
+            "--set data.text_field='\"\"'",
+            "data.text_field = \"\""},
+           {"--set data.source='\"fortunes\"' --set data.prompt_field='\"\"' "
+            "--set data.response_field='\"\"' --set data.text_field='\"body\"'",
+            "needs data.source = \"jsonl\", not \"fortunes\""},
        }) {
     SCOPED_TRACE(c.overrides);
     const auto r = run_command(base + c.overrides);

@@ -313,6 +313,10 @@ bool valid_name(const std::string& s) {
 // micro-batches by their unmasked targets, train/dp_engine.cc).
 void validate_data_fields(const DataConfig& data, const ParallelConfig& parallel) {
   const bool instruction = !data.prompt_field.empty() || !data.response_field.empty();
+  require(!data.path.empty() || (data.source != "text" && data.source != "jsonl"), "data.path",
+          "\"\"",
+          fmt::format("data.source = {} needs a file, a folder or a glob of files",
+                      quote(data.source)));
   const DataConfig defaults;
   for (const auto& [key, value, unset] :
        {std::tuple{"data.text_field", &data.text_field, defaults.text_field},
