@@ -1,7 +1,8 @@
 // Masked targets under data parallelism and gradient accumulation: every rank's micro-batches
 // weighted by masked_micro_batch_weights, the loss and gradient averaged over the ranks, equal
 // one forward/backward of the whole global batch (the mean over all its valid targets), for
-// dp = 1, 2, 4 and grad_accum = 1, 2, 4 with the same global batch. The plain 1/grad_accum mean
+// dp = 1, 2, 4 and grad_accum = 1, 2 with the same global batch; and validation (evaluate over
+// any number of shards) is the mean over the evaluated targets. The plain 1/grad_accum mean
 // of micro-batch means does not (checked, so the weights are what the test tests).
 #include "brigade/train/micro_batch_weights.h"
 
@@ -12,6 +13,7 @@
 #include "brigade/data/byte_tokenizer.h"
 #include "brigade/data/instruction_dataset.h"
 #include "brigade/model/gpt.h"
+#include "brigade/train/evaluate.h"
 
 namespace brigade {
 namespace {
@@ -121,6 +123,46 @@ TEST(MicroBatchWeights, WeightsAreTargetSharesTimesRanks) {
     EXPECT_NEAR(local[0] + local[1], 1.0, 1e-6);
   }
   EXPECT_NEAR(sum, static_cast<double>(dp), 1e-5);
+}
+
+// Validation over masked data: micro-batches of 3 (the last one partial) split over 1, 2 or 3
+// shards, summed, give the mean over every valid target of the set, as one forward of all of it.
+TEST(MicroBatchWeights, EvaluationIsTheMeanOverValidationTargets) {
+  const ByteTokenizer bytes;
+  std::vector<InstructionRecord> recs = records();
+  recs.resize(8);
+  const InstructionDataset ds(recs, bytes, kT, "records");
+  Gpt whole(kGpt, 8);
+  whole.initialize(3);
+  Batch all = ds.make_batch(8);
+  std::vector<int64_t> ids(8);
+  for (int64_t i = 0; i < 8; ++i) ids[static_cast<size_t>(i)] = i;
+  ds.fill(all, ids.data(), 8);
+  const double want = whole.forward(all);
+  Gpt model(kGpt, 3);
+  model.initialize(3);
+  Batch b = ds.make_batch(3);
+  double by_examples = 0;
+  for (int64_t shards : {1, 2, 3}) {
+    EvalSums sum;
+    for (int64_t s = 0; s < shards; ++s) {
+      const EvalSums part = evaluate(model, ds, b, 3, 0, s, shards);
+      sum.loss_sum += part.loss_sum;
+      sum.examples += part.examples;
+      sum.weight += part.weight;
+    }
+    EXPECT_EQ(sum.examples, 8);
+    EXPECT_EQ(sum.weight, static_cast<double>(ds.total_targets()));
+    EXPECT_NEAR(sum.loss(), want, 1e-5) << shards << " shards";
+  }
+  // The mean of batch means weighted by examples is another number on this data.
+  for (int64_t k = 0; k < 3; ++k) {
+    const int64_t n = std::min<int64_t>(3, 8 - 3 * k);
+    for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = 3 * k + i;
+    ds.fill(b, ids.data(), n);
+    by_examples += model.forward(b) * static_cast<double>(n) / 8.0;
+  }
+  EXPECT_GT(std::abs(by_examples - want), 1e-4);
 }
 
 }  // namespace

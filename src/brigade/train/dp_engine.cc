@@ -190,10 +190,10 @@ class DpEngine final : public TrainEngine {
                           config_.train.eval_batches, rank_, dp_size_);
     sync_->end_full_params();
     if (group_.world) {
-      float v[3] = {static_cast<float>(sums.loss_sum), static_cast<float>(sums.examples),
-                    static_cast<float>(sums.correct)};
-      group_.world->all_reduce(v, 3, ReduceOp::kSum);
-      sums = EvalSums{.loss_sum = v[0], .examples = v[1], .correct = v[2]};
+      float v[4] = {static_cast<float>(sums.loss_sum), static_cast<float>(sums.examples),
+                    static_cast<float>(sums.correct), static_cast<float>(sums.weight)};
+      group_.world->all_reduce(v, 4, ReduceOp::kSum);
+      sums = EvalSums{.loss_sum = v[0], .examples = v[1], .correct = v[2], .weight = v[3]};
     }
     return sums;
   }

@@ -8,10 +8,17 @@ namespace brigade {
 
 // Sums over the evaluated examples; combine shards by adding, then call loss()/accuracy().
 struct EvalSums {
-  double loss_sum = 0;  // sum over examples of each example's mean loss
+  double loss_sum = 0;  // sum over examples of each example's mean loss (see weight)
   double examples = 0;
   double correct = 0;  // classifiers only
-  double loss() const { return examples > 0 ? loss_sum / examples : 0.0; }
+  // What loss_sum is a sum over when it is not examples: on data with masked targets
+  // (Dataset::masks_targets) each batch's mean loss counts once per valid target, so loss() is
+  // the mean over the evaluated targets (what bits per byte assume). 0: examples.
+  double weight = 0;
+  double loss() const {
+    const double w = weight > 0 ? weight : examples;
+    return w > 0 ? loss_sum / w : 0.0;
+  }
   double accuracy() const { return examples > 0 ? correct / examples : 0.0; }
 };
 
