@@ -20,6 +20,7 @@
 #include "brigade/base/error.h"
 #include "brigade/comm/file_store.h"
 #include "brigade/comm/socket_io.h"
+#include "brigade/comm/store_handshake.h"
 #include "brigade/comm/tcp_store.h"
 #include "brigade/comm/tcp_store_protocol.h"
 #include "comm/comm_test_util.h"
@@ -29,12 +30,12 @@ namespace brigade {
 namespace {
 
 using namespace std::chrono_literals;
-using testutil::client_options;
-using testutil::server_options;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testutil::client_options;
 using testutil::Clock;
 using testutil::ms_since;
+using testutil::server_options;
 
 // What the protocol promises (tcp_store_protocol.h): checked here against the constants so
 // that the tests below say the numbers they rely on.
@@ -60,12 +61,14 @@ std::string length_prefix(uint32_t n) {
   return s;
 }
 
-std::string hello_frame(const std::string& token) {
+// A hello frame whose client nonce is `nonce` (well formed with 32 bytes; any other length
+// makes the frame as long as a test needs: 26 + nonce.size() bytes of body).
+std::string hello_frame(const std::string& nonce) {
   std::string body = detail::FrameWriter()
                          .u8(detail::kHello)
                          .str(detail::kStoreMagic)
                          .u32(detail::kStoreProtocolVersion)
-                         .str(token)
+                         .str(nonce)
                          .body();
   return length_prefix(static_cast<uint32_t>(body.size())) + body;
 }
@@ -95,15 +98,12 @@ class RawConnection {
     return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
            static_cast<ssize_t>(bytes.size());
   }
-  // Sends a hello and reads the reply's status byte (-1 if none came within 2 s).
+  // Runs the client's handshake with `token` on this connection: kOk when it passed, else the
+  // status the server answered (-1 if none came within 2 s).
   int hello(const std::string& token) {
-    if (!send(hello_frame(token))) return -1;
-    std::string reply;
-    if (detail::read_frame(fd_, &reply, 4096, Clock::now() + 2s) != detail::IoStatus::kOk ||
-        reply.empty()) {
-      return -1;
-    }
-    return static_cast<uint8_t>(reply[0]);
+    detail::HandshakeFailure failure;
+    if (detail::client_handshake(fd_, token, Clock::now() + 2s, &failure)) return detail::kOk;
+    return failure.answered ? failure.status : -1;
   }
   // True if the server closed (or reset) the connection within `wait`; whatever it sent before
   // is appended to *received.
@@ -182,7 +182,7 @@ TEST(StoreFaultTest, FramesOverFourKiBBeforeHelloAreRefusedAtOnce) {
     EXPECT_LT(ms_since(start), 1500);
   }
   {
-    // A complete, well-formed hello whose token makes the frame 5000 bytes: never parsed.
+    // A complete hello whose nonce makes the frame 5000 bytes: never parsed.
     RawConnection c(server.port());
     ASSERT_TRUE(c.connected());
     ASSERT_TRUE(c.send(hello_frame(std::string(5000 - 26, 't'))));
@@ -191,7 +191,7 @@ TEST(StoreFaultTest, FramesOverFourKiBBeforeHelloAreRefusedAtOnce) {
     EXPECT_TRUE(received.size() < 5 || static_cast<uint8_t>(received[4]) != detail::kOk);
   }
   {
-    // Exactly 4 KiB is still read and answered (here refused: the token is wrong).
+    // Exactly 4 KiB is still read and answered (here refused: that is no 32-byte nonce).
     RawConnection c(server.port());
     ASSERT_TRUE(c.connected());
     ASSERT_TRUE(c.send(hello_frame(std::string(kHelloFrameLimit - 26, 't'))));
@@ -211,7 +211,7 @@ TEST(StoreFaultTest, ConnectionsWithoutHelloAreClosedAtTheDeadline) {
     ASSERT_TRUE(idle.back()->connected());
   }
   // One sends a part of a hello, one a length prefix only: they too must not hold on.
-  const std::string hello = hello_frame("tok");
+  const std::string hello = hello_frame(std::string(detail::kStoreNonceBytes, 'n'));
   ASSERT_TRUE(idle[0]->send(hello.substr(0, hello.size() - 3)));
   ASSERT_TRUE(idle[1]->send(length_prefix(100)));
   const auto start = Clock::now();

@@ -9,7 +9,7 @@
 
 #include "brigade/base/error.h"
 #include "brigade/comm/socket_io.h"
-#include "brigade/comm/tcp_store_hello.h"
+#include "brigade/comm/store_handshake.h"
 #include "brigade/comm/tcp_store_protocol.h"
 #include "brigade/comm/tcp_store_server.h"
 
@@ -56,7 +56,7 @@ TcpStore::TcpStore(TcpStoreOptions options)
                       std::to_string(options_.timeout.count()) + " ms");
   }
   if (options_.token.size() > detail::kMaxStoreTokenBytes) {
-    // The token itself is never part of a message.
+    // Neither the token nor its length is ever part of a message.
     throw ConfigError("tcp store: the store token (BRIGADE_STORE_TOKEN) has " +
                       std::to_string(options_.token.size()) + " bytes; at most " +
                       std::to_string(detail::kMaxStoreTokenBytes) + " are allowed");
@@ -117,21 +117,26 @@ void TcpStore::connect_and_hello() {
   auto backoff = std::chrono::milliseconds(50);
   for (;;) {
     connect_once(deadline);
-    // The hello's own I/O is bounded by the server's hello deadline (plus a margin), so a
+    // The handshake's own I/O is bounded by the server's hello deadline (plus a margin), so a
     // server that accepts and never answers cannot hold us for the whole timeout at once.
     const auto hello_deadline =
         std::min(deadline, Clock::now() + detail::kStoreHelloTimeout + std::chrono::seconds(1));
-    IoStatus s = detail::write_frame(fd_, detail::hello_body(options_.token), hello_deadline);
-    std::string reply;
-    if (s == IoStatus::kOk) {
-      s = detail::read_frame(fd_, &reply, detail::kMaxStoreHelloFrameBytes, hello_deadline);
+    detail::HandshakeFailure failure;
+    if (auto channel = detail::client_handshake(fd_, options_.token, hello_deadline, &failure)) {
+      channel_ = std::move(*channel);
+      return;
     }
-    FrameReader in(reply);
-    uint8_t status = 0;
-    std::string message;
-    const bool answered =
-        s == IoStatus::kOk && in.u8(&status) && in.str(&message, detail::kMaxStoreHelloFrameBytes);
-    if (answered && status == detail::kOk) return;
+    const bool answered = failure.answered;
+    const uint8_t status = failure.status;
+    const std::string& message = failure.message;
+    const IoStatus s = failure.io;
+    if (failure.impostor) {
+      ::close(fd_);
+      fd_ = -1;
+      throw CommError(CommError::Kind::kOther,
+                      where() + describe() + ": " + message +
+                          " (not this job's store, or a different BRIGADE_STORE_TOKEN)");
+    }
     ::close(fd_);
     fd_ = -1;
     // A busy server (too many connections waiting for their hello, perhaps strangers) or one
@@ -163,10 +168,18 @@ void TcpStore::connect_and_hello() {
 std::string TcpStore::round_trip(const std::string& request, std::chrono::milliseconds io_limit,
                                  const char* what) {
   const auto deadline = Clock::now() + io_limit;
-  IoStatus s = detail::write_frame(fd_, request, deadline);
-  std::string reply;
-  if (s == IoStatus::kOk)
-    s = detail::read_frame(fd_, &reply, detail::kMaxStoreFrameBytes, deadline);
+  IoStatus s = detail::write_frame(fd_, channel_.send.seal(request), deadline);
+  std::string frame, reply;
+  if (s == IoStatus::kOk) {
+    s = detail::read_frame(fd_, &frame, detail::kMaxStoreFrameBytes + detail::kStoreSealBytes,
+                           deadline);
+  }
+  if (s == IoStatus::kOk && !channel_.receive.open(frame, &reply)) {
+    throw CommError(CommError::Kind::kOther,
+                    where() + describe() + ": " + what +
+                        ": the reply failed its integrity check (tampered, replayed or "
+                        "corrupted on the way)");
+  }
   if (s != IoStatus::kOk) {
     throw CommError(
         s == IoStatus::kTimeout ? CommError::Kind::kTimeout : CommError::Kind::kPeerLost,

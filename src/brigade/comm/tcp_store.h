@@ -7,25 +7,28 @@
 //
 // Protocol (tcp_store_protocol.h): frames of a u32 little-endian length and a body; the server
 // refuses frames over 64 MiB + 16 KiB, keys over 4 KiB and malformed bodies by closing the
-// connection. The first frame must be a hello carrying the shared token; if the server has a
-// token (from BRIGADE_STORE_TOKEN by default; `brigade launch` makes one per job) a client with
-// another token or none is refused. Until its hello passed, a connection may send one frame of
-// at most 4 KiB within 5 s, and at most 64 such connections are served at once; a client that
-// finds the server busy retries until its timeout. A server without a token warns once on
-// stderr. The token keeps stray or unauthenticated clients out; it is sent in clear, so on
-// untrusted networks run the store over a private network or tunnel. It never appears in a
-// message.
+// connection. A connection starts with a handshake in which client and server prove to each
+// other that they hold the job's token without sending it (store_handshake.h); if the server
+// has a token (from BRIGADE_STORE_TOKEN by default; `brigade launch` makes one per job) a client
+// with another token or none is refused, and a client refuses a server that cannot prove it has
+// the client's token. Until its handshake passed, a connection may send frames of at most 4 KiB
+// within 5 s, and at most 64 such connections are served at once; a client that finds the
+// server busy retries until its timeout. Afterwards every frame is encrypted and authenticated
+// per direction and in order, so an eavesdropper learns nothing but frame lengths and a
+// tampered or replayed frame closes the connection. A server without a token warns once on
+// stderr: its keys are public then. The token never appears in a message or a log.
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "brigade/comm/store.h"
+#include "brigade/comm/store_handshake.h"
 
 namespace brigade {
 
 // The value of BRIGADE_STORE_TOKEN, or "" when unset (no authentication; the server warns).
 std::string store_token_from_env();
-// Longest token a hello may carry.
+// Longest token accepted (a ConfigError beyond).
 inline constexpr size_t kMaxStoreTokenBytes = 1024;
 
 struct TcpStoreOptions {
@@ -77,6 +80,7 @@ class TcpStore : public Store {
   std::unique_ptr<detail::TcpStoreServer> server_;
   std::mutex mu_;  // one request at a time on the connection
   int fd_ = -1;
+  detail::StoreChannel channel_;  // of the current connection, from the handshake
 };
 
 }  // namespace brigade

@@ -3,7 +3,8 @@
 // then the body. Strings inside a body are a u32 length then the bytes. Requests start with an
 // opcode byte, replies with a status byte.
 //
-//   hello  : kHello  str magic "brigade-store", u32 version, str token -> status, str message
+//   handshake (store_handshake.h): hello, challenge, proof, verdict; then every body below is
+//   sealed (encrypted and authenticated, 16 bytes more)
 //   set    : kSet    str key, str value                -> kOk | kFull
 //   get    : kGet    str key                           -> kOk str value | kNotFound
 //   check  : kCheck  u32 n, n x str key                -> kOk u8 all_present
@@ -13,8 +14,8 @@
 //
 // A malformed request gets kBadRequest and the connection is closed.
 //
-// Until a connection has passed its hello it is a stranger: its frames may hold at most
-// kMaxStoreHelloFrameBytes, it must finish the hello within kStoreHelloTimeout of being
+// Until a connection has passed its handshake it is a stranger: its frames may hold at most
+// kMaxStoreHelloFrameBytes, it must finish the handshake within kStoreHelloTimeout of being
 // accepted, and at most kMaxStorePendingConnections strangers are served at once (the next one
 // gets kBusy and is closed). Only authenticated connections may send frames up to
 // kMaxStoreFrameBytes, and even theirs are read in chunks, the buffer growing with the bytes
@@ -28,7 +29,7 @@
 namespace brigade::detail {
 
 inline constexpr const char* kStoreMagic = "brigade-store";
-inline constexpr uint32_t kStoreProtocolVersion = 1;
+inline constexpr uint32_t kStoreProtocolVersion = 2;  // 2: the token-free handshake
 inline constexpr uint32_t kMaxStoreFrameBytes =
     static_cast<uint32_t>(kMaxStoreValueBytes + kMaxStoreKeyBytes + 12 * 1024);
 inline constexpr uint32_t kMaxStoreKeysPerRequest = 65536;

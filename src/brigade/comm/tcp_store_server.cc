@@ -4,13 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
 #include "brigade/base/error.h"
 #include "brigade/base/thread_name.h"
 #include "brigade/comm/socket_io.h"
-#include "brigade/comm/tcp_store_hello.h"
+#include "brigade/comm/store_handshake.h"
 #include "brigade/comm/tcp_store_protocol.h"
 
 namespace brigade::detail {
@@ -58,7 +59,7 @@ bool read_keys(FrameReader& in, std::vector<std::string>* keys) {
 }  // namespace
 
 TcpStoreServer::TcpStoreServer(const std::string& bind_host, int port, std::string token)
-    : token_(std::move(token)) {
+    : token_(std::move(token)), key_(store_key(token_)) {
   std::string error;
   listen_fd_ = tcp_listen(bind_host, port, &port_, &error);
   if (listen_fd_ < 0) {
@@ -122,49 +123,76 @@ void TcpStoreServer::accept_loop() {
 }
 
 bool TcpStoreServer::authenticate(Connection* conn) {
-  std::string body;
-  // One small frame within the deadline, counted from the accept: a stranger announcing more
-  // is cut off before anything is allocated, one trickling bytes at the deadline.
-  IoStatus s = read_frame(conn->fd, &body, kMaxStoreHelloFrameBytes,
-                          conn->accepted + kStoreHelloTimeout, &stop_);
-  if (s != IoStatus::kOk) {
+  // Every handshake frame is small and must come within the deadline, counted from the accept: a
+  // stranger announcing more is cut off before anything is allocated, one trickling bytes at
+  // the deadline.
+  const auto deadline = conn->accepted + kStoreHelloTimeout;
+  auto refuse = [&](const HelloVerdict& verdict) {
+    --pending_;
+    write_frame(conn->fd, FrameWriter().u8(verdict.status).str(verdict.message).body(),
+                Clock::now() + kReplyDeadline, &stop_);
+    return false;
+  };
+  std::string body, client_nonce;
+  if (read_frame(conn->fd, &body, kMaxStoreHelloFrameBytes, deadline, &stop_) != IoStatus::kOk) {
     --pending_;
     return false;
   }
-  HelloVerdict verdict = check_hello(body, token_);
+  const HelloVerdict hello = check_hello(body, &client_nonce);
+  if (!hello.accepted) return refuse(hello);
+  const std::string server_nonce = store_nonce();
+  const bool token_required = !token_.empty();
+  if (write_frame(conn->fd, challenge_body(token_required, server_nonce), deadline, &stop_) !=
+          IoStatus::kOk ||
+      read_frame(conn->fd, &body, kMaxStoreHelloFrameBytes, deadline, &stop_) != IoStatus::kOk) {
+    --pending_;
+    return false;
+  }
+  HelloVerdict verdict = check_proof(body, key_, token_required, client_nonce, server_nonce);
   if (verdict.accepted && authenticated_.fetch_add(1) >= kMaxStoreConnections) {
     --authenticated_;
     verdict = {false, kBusy, "too many connections; retry"};
   }
+  if (!verdict.accepted) return refuse(verdict);
   --pending_;
-  write_frame(conn->fd, FrameWriter().u8(verdict.status).str(verdict.message).body(),
+  conn->channel = server_channel(key_, client_nonce, server_nonce);
+  write_frame(conn->fd, verdict_body(verdict, key_, client_nonce, server_nonce),
               Clock::now() + kReplyDeadline, &stop_);
-  return verdict.accepted;
+  return true;
 }
 
 void TcpStoreServer::serve(Connection* conn) {
   if (authenticate(conn)) {
-    std::string request, reply;
+    std::string frame, request, reply;
     for (;;) {
       // Clients may stay idle for the whole job, so there is no deadline for the next frame,
       // only stop_; once its length has come, the body must keep coming.
       uint32_t len = 0;
-      IoStatus s =
-          read_frame_header(conn->fd, &len, kMaxStoreFrameBytes, Clock::time_point::max(), &stop_);
+      IoStatus s = read_frame_header(conn->fd, &len, kMaxStoreFrameBytes + kStoreSealBytes,
+                                     Clock::time_point::max(), &stop_);
       if (s == IoStatus::kOk) {
-        s = read_frame_body(conn->fd, len, &request, Clock::time_point::max(),
+        s = read_frame_body(conn->fd, len, &frame, Clock::time_point::max(),
                             kStoreFrameStallTimeout, &stop_);
       }
       if (s != IoStatus::kOk) break;
+      if (!conn->channel.receive.open(frame, &request)) {
+        // Not sealed by this client as its next frame: tampered, replayed or corrupted.
+        std::fprintf(stderr,
+                     "tcp store: closed a connection whose frame failed its integrity check "
+                     "(tampered, replayed or corrupted on the way)\n");
+        break;
+      }
       Reply r = handle(request, &reply);
       if (r == Reply::kDrop) break;
       // A reply in progress is delivered even while the server stops (see the destructor).
-      if (write_frame(conn->fd, reply, Clock::now() + kReplyDeadline) != IoStatus::kOk ||
+      if (write_frame(conn->fd, conn->channel.send.seal(reply), Clock::now() + kReplyDeadline) !=
+              IoStatus::kOk ||
           r == Reply::kSendAndClose) {
         break;
       }
-      if (request.capacity() > kKeepBufferBytes) std::string().swap(request);
-      if (reply.capacity() > kKeepBufferBytes) std::string().swap(reply);
+      for (std::string* b : {&frame, &request, &reply}) {
+        if (b->capacity() > kKeepBufferBytes) std::string().swap(*b);
+      }
     }
     --authenticated_;
   }

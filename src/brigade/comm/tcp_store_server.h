@@ -4,10 +4,12 @@
 // Connection threads are few (one per rank) and mostly idle, so a thread each is simpler than
 // an event loop and costs little.
 //
-// A connection is a stranger until its hello carries the right token (tcp_store_hello.h), and
-// strangers get little (tcp_store_protocol.h): one frame of at most 4 KiB, a few seconds to
-// send it, and no more than 64 of them at a time, counted apart from the authenticated ones so
-// that strangers cannot use up the ranks' slots. Extra connections are refused at once.
+// A connection is a stranger until its handshake proves it holds the token (store_handshake.h),
+// and strangers get little (tcp_store_protocol.h): handshake frames of at most 4 KiB, a few
+// seconds for the whole handshake, and no more than 64 of them at a time, counted apart from the
+// authenticated ones so that strangers cannot use up the ranks' slots. Extra connections are
+// refused at once. Afterwards every frame is sealed (store_handshake.h); one that fails to open
+// closes its connection.
 #include <atomic>
 #include <condition_variable>
 #include <list>
@@ -17,6 +19,7 @@
 #include <unordered_map>
 
 #include "brigade/comm/socket_io.h"
+#include "brigade/comm/store_handshake.h"
 
 namespace brigade::detail {
 
@@ -36,6 +39,7 @@ class TcpStoreServer {
     Clock::time_point accepted;  // the hello deadline counts from here
     std::thread thread;
     std::atomic<bool> done{false};
+    StoreChannel channel;  // set by the handshake
   };
 
   enum class Reply { kSend, kSendAndClose, kDrop };
@@ -51,6 +55,7 @@ class TcpStoreServer {
   bool put_locked(const std::string& key, std::string value);
 
   std::string token_;
+  StoreKey key_;  // of token_ (store_handshake.h)
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
