@@ -1,6 +1,7 @@
 // Instruction tuning and JSONL/text inputs end to end through the brigade binary: a JSONL file of
-// prompt/response records trains (the loss masked on prompts), and two ranks, or one rank with
-// gradient accumulation, train exactly as one process on the same global batch: every step's
+// prompt/response records trains (the loss masked on prompts), and two ranks, one rank with
+// gradient accumulation, or two replicas of a two-stage pipeline (the model-parallel engine)
+// train exactly as one process on the same global batch: every step's
 // loss and gradient norm agree within 1e-5 relative (float rounding of the micro-batch weights
 // and of the gradient average; without the weights the losses differ by ~1e-2, see
 // micro_batch_weights_test). Text over a folder and JSONL documents train too; bad [data] keys
@@ -76,8 +77,12 @@ TEST_F(InstructionTrain, TwoRanksAndAccumulationEqualOneProcess) {
   const auto one = run("one", "", "--set train.micro_batch=4");
   const auto dp2 = run("dp2", "launch --nproc 2 --", "--set train.micro_batch=2");
   const auto accum = run("accum", "", "--set train.micro_batch=1 --set train.grad_accum=4");
+  // The model-parallel engine: two pipeline stages in each of two replicas.
+  const auto pp2dp2 = run("pp2dp2", "launch --nproc 4 --",
+                          "--set parallel.pp=2 --set parallel.dp=2 --set train.micro_batch=1 "
+                          "--set train.grad_accum=2");
   ASSERT_EQ(one.size(), 8u);
-  for (const auto* other : {&dp2, &accum}) {
+  for (const auto* other : {&dp2, &accum, &pp2dp2}) {
     ASSERT_EQ(other->size(), one.size());
     for (size_t s = 0; s < one.size(); ++s) {
       SCOPED_TRACE(s);
@@ -136,7 +141,7 @@ TEST_F(InstructionTrain, BadDataKeysExit2AndBrokenLinesExit3) {
            {"--set data.response_field='\"\"'", "data.response_field = \"\""},
            {"--set data.text_field='\"body\"'", "data.text_field = \"body\""},
            {"--set data.response_field='\"prompt\"'", "must differ"},
-           {"--set parallel.tp=2", "data-parallel path only"},
+           {"--set model.n_experts=2 --set parallel.ep=2", "parallel.ep = 2"},
            {"--set data.path='\"\"'", "data.path = \"\": data.source = \"jsonl\" needs a file"},
            {"--set data.prompt_field='\"\"' --set data.response_field='\"\"' "
             "--set data.text_field='\"\"'",

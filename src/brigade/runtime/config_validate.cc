@@ -309,8 +309,8 @@ bool valid_name(const std::string& s) {
 }
 
 // The JSONL field keys: only for data.source = "jsonl"; prompt and response fields together,
-// instead of a text field; instruction data on the data-parallel path (its loss weights
-// micro-batches by their unmasked targets, train/dp_engine.cc).
+// instead of a text field; instruction data without expert parallelism (its loss weights
+// micro-batches and replicas by their unmasked targets, train/micro_batch_weights.h).
 void validate_data_fields(const DataConfig& data, const ParallelConfig& parallel) {
   const bool instruction = !data.prompt_field.empty() || !data.response_field.empty();
   require(!data.path.empty() || (data.source != "text" && data.source != "jsonl"), "data.path",
@@ -342,11 +342,11 @@ void validate_data_fields(const DataConfig& data, const ParallelConfig& parallel
   require(data.text_field == defaults.text_field, "data.text_field", quote(data.text_field),
           "cannot be set with data.prompt_field / data.response_field (instruction records are "
           "read from those)");
-  require(parallel.tp * parallel.pp * parallel.ep == 1, "data.prompt_field",
-          quote(data.prompt_field),
-          fmt::format("instruction data trains on the data-parallel path only; parallel.tp = {}, "
-                      "parallel.pp = {}, parallel.ep = {} must all be 1",
-                      parallel.tp, parallel.pp, parallel.ep));
+  require(parallel.ep == 1, "data.prompt_field", quote(data.prompt_field),
+          fmt::format("instruction data cannot run with parallel.ep = {}: experts mix the "
+                      "tokens of several replicas, whose targets are counted apart (use "
+                      "parallel.ep = 1)",
+                      parallel.ep));
 }
 
 // The [parallel] keys of model parallelism, on their own and against the other sections. The

@@ -11,7 +11,8 @@
 // over the global batch's V targets, the same for any dp_size and grad_accum with that global
 // batch. Every rank computes V from the deterministic sampler (data/sampler.h) without
 // communication. Replicas that step on their own (DiLoCo, asynchronous parameter servers) use
-// D = 1 and their own micro-batches.
+// D = 1 and their own micro-batches. The model-parallel engine, whose stages already take the
+// mean over their replica's whole step, scales each replica by the sum of its weights.
 #include <cstdint>
 
 #include "brigade/data/loader.h"

@@ -44,6 +44,7 @@
 #include "brigade/parallel/pipeline/tied_embedding.h"
 #include "brigade/parallel/tensor/tp_layout.h"
 #include "brigade/train/dp_shard_update.h"
+#include "brigade/train/micro_batch_weights.h"
 #include "brigade/train/model_factory.h"
 #include "brigade/train/moe_metrics.h"
 #include "brigade/train/sync_strategy.h"
@@ -174,6 +175,7 @@ class ModelParallelEngine final : public TrainEngine {
   DataLoader loader_;
   Batch batch_;
   std::vector<int32_t> tokens_, targets_;  // the replica's m micro-batches, (m B T)
+  std::vector<float> micro_weights_;       // (m) this step's micro-batch weights, if masked
   std::vector<GptStage> chunks_;
   std::vector<GptStage*> chunk_ptrs_;
   std::vector<ParamLayout> norm_layouts_;
@@ -216,6 +218,7 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
   const int64_t B = config_.train.micro_batch;
   const int m = layout_.micro_batches;
   tokens_.assign(static_cast<size_t>(m * B * gpt.seq_len), 0);
+  micro_weights_.assign(static_cast<size_t>(m), 0.0f);
   targets_.assign(tokens_.size(), -1);
   chunks_.reserve(static_cast<size_t>(layout_.virtual_stages));
   for (int c = 0; c < layout_.virtual_stages; ++c) {
@@ -267,6 +270,18 @@ StepGradients ModelParallelEngine::compute_gradients(int64_t step) {
   times.data_s = data.seconds();
   for (GptStage& c : chunks_) c.zero_grads();
   const StepStats stats = executor_->run_step();
+  // Masked targets (instruction data): a stage normalises by its replica's own valid targets, so
+  // weight the replica by its share of the global batch's before the averages over replicas
+  // (train/micro_batch_weights.h); ep = 1 here (config validation), so every gradient of this
+  // rank comes from this replica's examples alone.
+  float replica_weight = 1.0f;
+  if (ctx_.data.train->masks_targets()) {
+    masked_micro_batch_weights(*ctx_.data.train, loader_.sampler(), step, true,
+                               micro_weights_.data());
+    replica_weight = 0.0f;
+    for (float w : micro_weights_) replica_weight += w;
+    scale_grads(replica_weight);
+  }
   last_bubble_ = stats.bubble();
   times.compute_s = stats.busy_s;
   times.bubble_s = stats.idle_s();
@@ -290,7 +305,7 @@ StepGradients ModelParallelEngine::compute_gradients(int64_t step) {
                                                 chunks_[c].grads() + updates_[c]->begin())
                           : stage_grad_squares(chunks_[c], norm_layouts_[c], tp_, ep_);
   }
-  float v[2] = {stats.loss, static_cast<float>(squares)};
+  float v[2] = {stats.loss * replica_weight, static_cast<float>(squares)};
   pp_->all_reduce(v, 2, ReduceOp::kSum);
   if (zero_ == 2) dp_->all_reduce(v + 1, 1, ReduceOp::kSum);
   replicas_comm_->all_reduce(v, 1, ReduceOp::kAvg);
@@ -329,7 +344,8 @@ EvalSums ModelParallelEngine::evaluate() {
   Batch batch = it.make_batch();
   std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
   std::vector<float> in, out, saved;
-  double sums[2] = {0, 0};  // loss sum, examples
+  double sums[3] = {0, 0, 0};  // loss sum, examples, valid targets (EvalSums.weight) if masked
+  const bool masked = ctx_.data.val->masks_targets();
   const int64_t batches = it.num_batches();
   const int64_t rounds = (batches + replicas_ - 1) / replicas_;
   for (int64_t round = 0; round < rounds; ++round) {
@@ -357,14 +373,18 @@ EvalSums ModelParallelEngine::evaluate() {
             ->wait();
       } else if (tp_rank_ == 0 && counted) {
         const double task_loss = static_cast<double>(loss) - static_cast<double>(c.aux_loss());
-        sums[0] += task_loss * static_cast<double>(batch.size);
+        const double valid = static_cast<double>(
+            std::count_if(targets.begin(), targets.end(), [](int32_t t) { return t >= 0; }));
+        sums[0] += task_loss * (masked ? valid : static_cast<double>(batch.size));
         sums[1] += static_cast<double>(batch.size);
+        sums[2] += masked ? valid : 0.0;
       }
     }
   }
-  float v[2] = {static_cast<float>(sums[0]), static_cast<float>(sums[1])};
-  ctx_.group.world->all_reduce(v, 2, ReduceOp::kSum);
-  return EvalSums{.loss_sum = v[0], .examples = v[1]};
+  float v[3] = {static_cast<float>(sums[0]), static_cast<float>(sums[1]),
+                static_cast<float>(sums[2])};
+  ctx_.group.world->all_reduce(v, 3, ReduceOp::kSum);
+  return EvalSums{.loss_sum = v[0], .examples = v[1], .weight = v[2]};
 }
 
 // Parameters and every optimizer state buffer of each chunk, as tp-shard regions of the full
