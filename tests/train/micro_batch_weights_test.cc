@@ -26,7 +26,10 @@ const GptConfig kGpt{.vocab = 256, .seq_len = kT, .d_model = 16, .n_layer = 1, .
 std::vector<InstructionRecord> records() {
   std::vector<InstructionRecord> out;
   for (int i = 0; i < 40; ++i) {
-    out.push_back({"Q" + std::to_string(i) + ": ", std::string(1 + (i * 7) % 14, 'a' + i % 26)});
+    std::string prompt = "Q";  // appended piecewise: GCC 12 warns on "Q" + std::to_string(i)
+    prompt += std::to_string(i);
+    prompt += ": ";
+    out.push_back({prompt, std::string(1 + (i * 7) % 14, static_cast<char>('a' + i % 26))});
   }
   return out;
 }

@@ -9,7 +9,8 @@
 // the end of S; inputs past the end of S are kInstructionPad. A position's loss only reads
 // earlier inputs (causal attention), so padding never changes the loss of a response token.
 // A prompt of T + 1 tokens or more leaves an example without targets; it is counted
-// (examples_without_targets) and contributes nothing.
+// (examples_without_targets) and contributes nothing. Only the cut sequences are stored (4 bytes
+// a token, no padding); fill() lays out inputs and masked targets from them.
 #include <cstdint>
 #include <vector>
 
@@ -28,7 +29,7 @@ class InstructionDataset final : public Dataset {
   InstructionDataset(const std::vector<InstructionRecord>& records, const Tokenizer& tokenizer,
                      int64_t seq_len, const std::string& what);
 
-  int64_t size() const override { return static_cast<int64_t>(valid_.size()); }
+  int64_t size() const override { return static_cast<int64_t>(prompt_.size()); }
   int64_t seq_len() const { return seq_len_; }
 
   // batch.tokens and batch.targets are (max_batch, T).
@@ -44,9 +45,10 @@ class InstructionDataset final : public Dataset {
 
  private:
   int64_t seq_len_;
-  std::vector<int32_t> tokens_;   // (N, T)
-  std::vector<int32_t> targets_;  // (N, T), -1 where masked
-  std::vector<int64_t> valid_;    // (N) targets >= 0 per example
+  std::vector<int32_t> tokens_;  // every example's cut sequence S, one after another
+  std::vector<int64_t> offset_;  // (N + 1) example k is tokens_[offset_[k], offset_[k + 1])
+  std::vector<int64_t> prompt_;  // (N) prompt tokens of example k (may exceed its S)
+  std::vector<int64_t> valid_;   // (N) targets >= 0 per example
   int64_t total_targets_ = 0;
   int64_t truncated_ = 0;
   int64_t without_targets_ = 0;
