@@ -110,4 +110,16 @@ void write_run_manifest(const RunFolder& folder, const nlohmann::json& manifest)
   write_file_atomic(folder.manifest_path(), manifest.dump(2) + "\n");
 }
 
+std::string segment_dir(const RunFolder& folder, int64_t start_step) {
+  return fmt::format("{}/segments/from_step_{:08d}", folder.root, start_step);
+}
+
+void write_segment_record(const RunFolder& folder, int64_t start_step, const Config& config,
+                          const nlohmann::json& manifest) {
+  const std::string dir = segment_dir(folder, start_step);
+  make_dirs(dir);
+  write_file_atomic(dir + "/config.toml", config.to_toml());
+  write_file_atomic(dir + "/manifest.json", manifest.dump(2) + "\n");
+}
+
 }  // namespace brigade

@@ -42,4 +42,12 @@ nlohmann::json provenance(const Config& config, const std::vector<std::string>& 
 // Writes manifest.json atomically.
 void write_run_manifest(const RunFolder& folder, const nlohmann::json& manifest);
 
+// Every invocation (segment) of a run keeps its own resolved config and manifest, in
+// <run>/segments/from_step_<start, 8 digits>/ (a segment started again from the same step
+// replaces that folder's files): config.toml and manifest.json at the top describe only the
+// latest.
+std::string segment_dir(const RunFolder& folder, int64_t start_step);
+void write_segment_record(const RunFolder& folder, int64_t start_step, const Config& config,
+                          const nlohmann::json& manifest);
+
 }  // namespace brigade

@@ -25,6 +25,7 @@
 #include "brigade/monitor/trace.h"
 #include "brigade/optim/grad_clip.h"
 #include "brigade/optim/lr_schedule.h"
+#include "brigade/runtime/config_diff.h"
 #include "brigade/runtime/interrupt.h"
 #include "brigade/train/gemm_calibration.h"
 #include "brigade/train/model_flops.h"
@@ -78,6 +79,7 @@ class TrainingLoop {
 
  private:
   void start_or_resume();
+  void log_config_changes(const nlohmann::json& saved) const;
   void restore();
   bool train_step(int64_t step);  // false: the step was skipped (non-finite)
   void eval_and_record(int64_t step, bool final);
@@ -123,6 +125,7 @@ class TrainingLoop {
   nlohmann::json summary_;
 
   int64_t start_step_ = 0;
+  bool already_complete_ = false;  // resumed at or past train.steps: nothing to do
   int64_t updates_ = 0;
   int64_t skipped_ = 0;
   int64_t nan_step_ = injected_nan_step();
@@ -164,6 +167,7 @@ void TrainingLoop::restore() {
     last_saved_step_ = saved->step;
     log_.info("resumed from {} at step {} (loaded in {:.0f} ms)", last_checkpoint_, start_step_,
               watch.millis());
+    log_config_changes(saved->extra);
   }
   ckpt_ = std::make_unique<TrainingCheckpointer>(
       TrainingCheckpointOptions{.root = ctx_.folder.checkpoints(),
@@ -174,6 +178,23 @@ void TrainingLoop::restore() {
       ctx_.group.world.get(), ctx_.group.world_options, std::move(pieces));
 }
 
+// Every key the resumed run changed against the checkpoint's config, said once. What resuming
+// refuses (another model shape, global batch, seed or low-communication layout) has stopped the
+// run before this with its own reason, so these changes were all accepted.
+void TrainingLoop::log_config_changes(const nlohmann::json& saved) const {
+  const auto it = saved.find("config");
+  if (it == saved.end() || !it->is_string()) return;
+  try {
+    const std::vector<ConfigChange> changes = config_changes(it->get<std::string>(), config_);
+    if (!changes.empty()) {
+      log_.info("the config differs from the checkpoint's (accepted; in effect from step {}): {}",
+                start_step_ + 1, describe_changes(changes));
+    }
+  } catch (const ConfigError& e) {
+    log_.info("the checkpoint's config cannot be compared with this one: {}", e.what());
+  }
+}
+
 void TrainingLoop::start_or_resume() {
   engine_.log_layout();
   log_.info("{}", ctx_.data.summary);
@@ -181,6 +202,16 @@ void TrainingLoop::start_or_resume() {
   log_.info("kernels: GEMMs on {}", gemm_backend_description());
   engine_.initialize(static_cast<uint64_t>(config_.run.seed));
   restore();
+  // Run again after its last step, a finished run has nothing to do: say so, and leave its
+  // metrics, manifest and checkpoints as they are.
+  if (start_step_ > 0 && start_step_ >= config_.train.steps) {
+    already_complete_ = true;
+    log_.info(
+        "{} is already complete: step {} of train.steps = {}; nothing to train (raise "
+        "train.steps to continue it, or choose another run.name)",
+        ctx_.folder.root, start_step_, config_.train.steps);
+    return;
+  }
   flops_per_step_ = static_cast<double>(engine_.examples_per_step()) *
                     train_flops_per_example(config_.model, engine_.num_params());
   peak_flops_ = config_.monitor.peak_flops;
@@ -216,6 +247,8 @@ void TrainingLoop::start_or_resume() {
     provenance_["kernels"] = gemm_backend_description();
     engine_.add_provenance(provenance_);
     write_run_manifest(ctx_.folder, provenance_);
+    // config.toml and manifest.json describe the latest invocation; each segment keeps its own.
+    write_segment_record(ctx_.folder, start_step_, config_, provenance_);
   }
 }
 
@@ -454,6 +487,7 @@ int TrainingLoop::stop_on_interrupt(int64_t done, int signo, int64_t last_saved)
 int TrainingLoop::run() {
   const InterruptGuard interrupts;  // SIGINT/SIGTERM: finish the step, save, exit
   start_or_resume();
+  if (already_complete_) return 0;
   const TrainConfig& t = config_.train;
   const int64_t stop = config_.run.stop_after;
   const int64_t end = stop > 0 ? std::min(t.steps, start_step_ + stop) : t.steps;
