@@ -31,6 +31,7 @@ std::vector<std::pair<std::string, Maker>>& registry() {
       {"idx_images", make_idx_images_target},
       {"idx_labels", make_idx_labels_target},
       {"bpe", make_bpe_target},
+      {"jsonl", make_jsonl_target},
       {"checkpoint_manifest", make_checkpoint_manifest_target},
       {"checkpoint_resealed", make_checkpoint_resealed_target},
       {"checkpoint_shard", make_checkpoint_shard_target},

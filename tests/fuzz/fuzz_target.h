@@ -79,6 +79,7 @@ std::unique_ptr<Target> make_config_target(const std::string& dir);
 std::unique_ptr<Target> make_config_set_target(const std::string& dir);
 std::unique_ptr<Target> make_hf_config_target(const std::string& dir);
 std::unique_ptr<Target> make_bpe_target(const std::string& dir);
+std::unique_ptr<Target> make_jsonl_target(const std::string& dir);
 std::unique_ptr<Target> make_safetensors_target(const std::string& dir);
 std::unique_ptr<Target> make_token_shard_target(const std::string& dir);
 std::unique_ptr<Target> make_shard_folder_target(const std::string& dir);

@@ -52,6 +52,7 @@ constexpr Plan kPlans[] = {
     {"idx_images", 6000},
     {"idx_labels", 3000},
     {"bpe", 6000},
+    {"jsonl", 4000},
     {"checkpoint_manifest", 2000},
     {"checkpoint_resealed", 4000},
     {"checkpoint_shard", 2000},
@@ -124,6 +125,9 @@ TEST(ParsersFuzz, IdxLabels) {
 }
 TEST(ParsersFuzz, Bpe) {
   run_plan("bpe");
+}
+TEST(ParsersFuzz, Jsonl) {
+  run_plan("jsonl");
 }
 TEST(ParsersFuzz, CheckpointManifest) {
   run_plan("checkpoint_manifest");
