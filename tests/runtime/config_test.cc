@@ -129,11 +129,12 @@ TEST(Config, ResolvedTomlReadsBackToTheSameConfig) {
   EXPECT_TRUE(back.train.nesterov);
 }
 
+// A missing config file is a missing file (IoError, exit 3), as the README says.
 TEST(Config, MissingFileNamesThePath) {
   try {
     load_config("/nonexistent/brigade.toml");
     FAIL();
-  } catch (const ConfigError& e) {
+  } catch (const IoError& e) {
     EXPECT_THAT(e.what(), HasSubstr("/nonexistent/brigade.toml"));
   }
 }
