@@ -72,6 +72,49 @@ TokenShardInfo parse_header(const std::string& path, const char* h, uint64_t fil
   return info;
 }
 
+// An llm.c / nanoGPT header (token_shard.h), validated against the file's total size.
+TokenShardInfo parse_llmc_header(const std::string& path, const char* h, uint64_t file_size) {
+  auto bad = [&](const std::string& why) {
+    return IoError(path + ": bad llm.c token file: " + why);
+  };
+  if (file_size < static_cast<uint64_t>(kLlmcHeaderBytes)) {
+    throw bad("file has " + std::to_string(file_size) + " bytes, less than the 1024-byte header");
+  }
+  if (file_size > static_cast<uint64_t>(kMaxDataFileBytes)) {
+    throw bad("file has " + std::to_string(file_size) + " bytes, more than the limit of " +
+              std::to_string(kMaxDataFileBytes));
+  }
+  const uint32_t magic = static_cast<uint32_t>(get_le(h, 4));
+  const uint32_t version = static_cast<uint32_t>(get_le(h + 4, 4));
+  TokenShardInfo info;
+  info.llmc = true;
+  info.header_bytes = kLlmcHeaderBytes;
+  if (magic == kLlmcMagicGpt2 && version == 1) {
+    info.dtype_bytes = 2;
+  } else if (magic == kLlmcMagicLlama3 && version == 7) {
+    info.dtype_bytes = 4;
+  } else {
+    throw bad("magic " + std::to_string(magic) + " with version " + std::to_string(version) +
+              " (known: 20240520 version 1, 20240801 version 7)");
+  }
+  const int64_t count = static_cast<int32_t>(get_le(h + 8, 4));
+  if (count < 0) throw bad("a negative token count " + std::to_string(count));
+  info.num_tokens = static_cast<uint64_t>(count);
+  const uint64_t payload = file_size - kLlmcHeaderBytes;
+  if (payload % info.dtype_bytes != 0 || payload / info.dtype_bytes != info.num_tokens) {
+    throw bad("header says " + std::to_string(info.num_tokens) + " tokens of " +
+              std::to_string(info.dtype_bytes) + " bytes but the file holds " +
+              std::to_string(payload) + " bytes after the header (truncated?)");
+  }
+  return info;
+}
+
+bool is_llmc_magic(const char* h, size_t got) {
+  if (got < 4) return false;
+  const uint32_t magic = static_cast<uint32_t>(get_le(h, 4));
+  return magic == kLlmcMagicGpt2 || magic == kLlmcMagicLlama3;
+}
+
 }  // namespace
 
 void write_token_shard(const std::string& path, std::span<const int32_t> tokens,
@@ -133,10 +176,11 @@ class ShardFile {
 
   // The header, validated against the file's size before anything else is read.
   TokenShardInfo header() const {
-    char h[kTokenShardHeaderBytes] = {};
+    char h[kLlmcHeaderBytes] = {};
     const size_t got = read_at(h, sizeof(h), 0);
-    // A short read means a file shorter than the header; parse_header reports it.
-    return parse_header(path_, h, got < sizeof(h) ? got : size_);
+    // A short read means a file shorter than the header; the parsers report it.
+    if (is_llmc_magic(h, got)) return parse_llmc_header(path_, h, got < sizeof(h) ? got : size_);
+    return parse_header(path_, h, got < static_cast<size_t>(kTokenShardHeaderBytes) ? got : size_);
   }
 
  private:
@@ -163,12 +207,13 @@ std::vector<int32_t> read_token_shard(const std::string& path, TokenShardInfo* i
   for (uint64_t first = 0; first < info.num_tokens; first += kReadChunkTokens) {
     const uint64_t n = std::min<uint64_t>(kReadChunkTokens, info.num_tokens - first);
     const size_t want = static_cast<size_t>(n) * dtype;
-    if (file.read_at(chunk.data(), want, kTokenShardHeaderBytes + first * dtype) != want) {
+    if (file.read_at(chunk.data(), want,
+                     static_cast<uint64_t>(info.header_bytes) + first * dtype) != want) {
       throw IoError(path + ": bad token shard: file shrank while being read (truncated?)");
     }
     for (uint64_t i = 0; i < n; ++i) {
       const uint64_t t = get_le(chunk.data() + i * dtype, dtype);
-      if (t >= info.vocab_size) {
+      if (info.vocab_size > 0 ? t >= info.vocab_size : t > uint64_t{0x7fffffff}) {
         throw IoError(path + ": bad token shard: token " + std::to_string(t) + " at index " +
                       std::to_string(first + i) + " >= vocab size " +
                       std::to_string(info.vocab_size));

@@ -9,6 +9,12 @@
 //   offset 24  uint32   vocab size (every token is below it)
 //   offset 28  zeros up to kTokenShardHeaderBytes
 //   offset 64  the tokens
+//
+// llm.c / nanoGPT token files load too (read_token_shard detects them by their magic): a header of
+// 256 little-endian int32 (1024 bytes): [0] magic 20240520 with [1] version 1 and uint16 tokens
+// (GPT-2), or magic 20240801 with version 7 and uint32 tokens (Llama 3); [2] the token count;
+// then the tokens. They record no vocabulary (vocab_size = 0 in their TokenShardInfo): the
+// caller checks their ids against the model's.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -20,10 +26,16 @@ inline constexpr char kTokenShardMagic[8] = {'B', 'R', 'G', 'D', 'T', 'O', 'K', 
 inline constexpr uint32_t kTokenShardVersion = 1;
 inline constexpr int64_t kTokenShardHeaderBytes = 64;
 
+inline constexpr int64_t kLlmcHeaderBytes = 1024;
+inline constexpr uint32_t kLlmcMagicGpt2 = 20240520;    // version 1, uint16 tokens
+inline constexpr uint32_t kLlmcMagicLlama3 = 20240801;  // version 7, uint32 tokens
+
 struct TokenShardInfo {
   uint32_t dtype_bytes = 0;  // 2 or 4
   uint64_t num_tokens = 0;
-  uint32_t vocab_size = 0;
+  uint32_t vocab_size = 0;  // 0: not recorded (an llm.c file)
+  int64_t header_bytes = kTokenShardHeaderBytes;
+  bool llmc = false;  // an llm.c / nanoGPT file
 };
 
 // Writes tokens as uint16 when vocab_size <= 65536, else uint32, atomically (tmp + rename).
@@ -32,10 +44,11 @@ void write_token_shard(const std::string& path, std::span<const int32_t> tokens,
                        uint32_t vocab_size);
 
 // Reads and validates the header only: magic, version, dtype, vocab size, and that the file
-// size equals header + count * dtype. IoError naming the path on any mismatch.
+// size equals header + count * dtype. IoError naming the path on any mismatch. Either format.
 TokenShardInfo read_token_shard_info(const std::string& path);
 
-// Reads the whole shard, validating the header as above and that every token < vocab size.
+// Reads the whole shard, validating the header as above and that every token < vocab size
+// (when the file records one).
 // IoError naming the path on any mismatch. If info is given it receives the header.
 std::vector<int32_t> read_token_shard(const std::string& path, TokenShardInfo* info = nullptr);
 

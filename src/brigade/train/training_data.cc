@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <filesystem>
 
 #include "brigade/base/error.h"
 #include "brigade/data/bpe.h"
@@ -52,7 +53,64 @@ void require_one_window(size_t tokens, const Config& config, const std::string& 
   }
 }
 
-// A folder written by `brigade tokenize`: token shards plus the tokenizer that made them.
+// The llm.c / nanoGPT token files of one split in dir, by name order: "*_<split>*.bin"
+// (llm.c's tinyshakespeare_train.bin, fineweb_val_000000.bin, ...).
+std::vector<std::string> llmc_split_files(const std::string& dir, const std::string& split) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file(ec) && name.size() > 4 && name.ends_with(".bin") &&
+        name.find("_" + split) != std::string::npos) {
+      files.push_back(e.path().string());
+    }
+  }
+  if (ec) throw IoError(fmt::format("{}: cannot list folder: {}", dir, ec.message()));
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// A folder of llm.c / nanoGPT token files (data/token_shard.h): their ids are another
+// tokenizer's (GPT-2's, usually), which brigade does not have, so the run has no tokenizer
+// (no bits per byte, no text to sample) and every id is checked against model.vocab.
+TrainingData load_llmc_shards(const Config& config, const std::string& dir) {
+  TrainingData data;
+  std::vector<int32_t> splits[2];
+  const char* names[2] = {"train", "val"};
+  for (int k = 0; k < 2; ++k) {
+    const std::vector<std::string> files = llmc_split_files(dir, names[k]);
+    if (files.empty()) {
+      throw IoError(fmt::format("{}: no {} split: neither {} nor llm.c token files named *_{}*.bin",
+                                dir, names[k], k == 0 ? kTrainShardFile : kValShardFile, names[k]));
+    }
+    for (const std::string& file : files) {
+      TokenShardInfo info;
+      std::vector<int32_t> tokens = read_token_shard(file, &info);
+      const int64_t bad = first_out_of_vocab(tokens, static_cast<int32_t>(config.model.vocab));
+      if (bad >= 0) {
+        throw ConfigError(fmt::format(
+            "model.vocab = {}: {} holds token id {} at position {}{}; set model.vocab above "
+            "every id (GPT-2's tokenizer has 50257)",
+            config.model.vocab, file, tokens[static_cast<size_t>(bad)], bad,
+            info.llmc ? " (llm.c files record no vocabulary)" : ""));
+      }
+      splits[k].insert(splits[k].end(), tokens.begin(), tokens.end());
+      data.source_files.push_back(file);
+    }
+    require_one_window(splits[k].size(), config, files.front());
+  }
+  const int64_t T = config.context();
+  data.summary = fmt::format(
+      "llm.c token files in {}: {} train tokens, {} validation tokens (ids of the tokenizer that "
+      "wrote them; no bits per byte)",
+      dir, splits[0].size(), splits[1].size());
+  data.train = std::make_unique<TokenDataset>(std::move(splits[0]), T);
+  data.val = std::make_unique<TokenDataset>(std::move(splits[1]), T);
+  return data;
+}
+
+// A folder written by `brigade tokenize`: token shards plus the tokenizer that made them; or a
+// folder of llm.c / nanoGPT token files.
 TrainingData load_shards(const Config& config) {
   if (config.data.path.empty()) {
     throw ConfigError(
@@ -60,6 +118,9 @@ TrainingData load_shards(const Config& config) {
         "`brigade tokenize`");
   }
   const std::string& dir = config.data.path;
+  if (!file_exists(dir + "/" + kTrainShardFile) && !llmc_split_files(dir, "train").empty()) {
+    return load_llmc_shards(config, dir);
+  }
   TrainingData data;
   std::string merges = dir + "/" + kTokenizerFile;
   if (file_exists(merges)) {
