@@ -65,6 +65,7 @@ Command add_train(CLI::App& app) {
     name_this_thread("brigade-train");
     Config config = load_config(args->path, args->overrides);
     config.validate();
+    check_data_paths(config);  // before a run folder is made
     return train(config);
   };
 }

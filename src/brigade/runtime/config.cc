@@ -86,6 +86,7 @@ std::vector<Field> fields(Config& c) {
       {"train", "recompute", &c.train.recompute},
       {"train", "on_nonfinite", &c.train.on_nonfinite},
       {"train", "straggler_threshold", &c.train.straggler_threshold},
+      {"train", "init_from", &c.train.init_from},
       {"parallel", "dp", &c.parallel.dp},
       {"parallel", "bucket_mb", &c.parallel.bucket_mb},
       {"parallel", "grad_wire", &c.parallel.grad_wire},

@@ -172,6 +172,19 @@ std::string save_checkpoint(const std::string& root, const SavedState& state, co
   return writer.commit(state_json(state));
 }
 
+std::string load_initial_weights(const std::string& source, Communicator* world,
+                                 const std::vector<StatePiece>& pieces, int64_t* step) {
+  const std::string dir = resolve_checkpoint_dir(source);
+  const ShardedCheckpointReader reader = ShardedCheckpointReader::open(dir, world);
+  // Parameters are named as the model names them; everything else (optimizer state, a sync
+  // method's per-replica state) is "<state>/<tensor>" and starts afresh.
+  for (const StatePiece& p : pieces) {
+    if (p.piece.tensor.find('/') == std::string::npos) read_piece(reader, p.piece, p.data);
+  }
+  if (step) *step = reader.step();
+  return dir;
+}
+
 SavedState load_model_weights(const ShardedCheckpointReader& reader, Model& model) {
   for (const StatePiece& p : whole_param_pieces(model)) read_piece(reader, p.piece, p.data);
   return state_from(reader.state(), reader.dir());

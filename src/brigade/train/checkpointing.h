@@ -91,6 +91,13 @@ std::optional<SavedState> load_latest_checkpoint(const std::string& root, Commun
                                                  std::vector<std::string>* rejections = nullptr,
                                                  const ParamLayout* layout = nullptr);
 
+// train.init_from: reads only the parameters among `pieces` (this run's layout, whatever layout
+// wrote the source) from the checkpoint `source` names (a checkpoint folder, a run folder or a
+// checkpoints root: its newest valid checkpoint). Collective over world. Returns the folder
+// read, and its step in *step. CheckpointError naming the tensor when a shape differs.
+std::string load_initial_weights(const std::string& source, Communicator* world,
+                                 const std::vector<StatePiece>& pieces, int64_t* step = nullptr);
+
 // Makes the flat state buffers of a checkpoint written before format 3 ("adamw.m" of shape
 // (num_params,) in layout order) readable as the per-tensor tensors ("adamw.m/<tensor>") that
 // `pieces` name and the checkpoint lacks. No-op for format-3 checkpoints.

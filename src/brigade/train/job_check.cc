@@ -51,6 +51,14 @@ void require_folder(const std::string& dir, const std::string& what) {
 }  // namespace
 
 void check_data_paths(const Config& config) {
+  const std::string& init_from = config.train.init_from;
+  std::error_code ec;
+  if (!init_from.empty() && !std::filesystem::is_directory(init_from, ec)) {
+    throw IoError(fmt::format(
+        "train.init_from = \"{}\": no such folder (give a run folder, its checkpoints folder or "
+        "one checkpoint, e.g. runs/NAME or runs/NAME/checkpoints/step_00000600)",
+        init_from));
+  }
   // A federation's clients read their own folders (fed.client_data), on their own hosts.
   if (config.sync.method == "fed" && !config.fed.client_data.empty()) return;
   const DataConfig& data = config.data;

@@ -19,8 +19,8 @@ void check_world_size(const Config& config, int64_t world_size);
 
 // Whether the data the config names is there: the corpus folder, text or JSONL files (a file, a
 // folder or a glob, data/input_files.h), the token-shard folder, the Fashion-MNIST folder.
-// IoError naming data.path (or the default location) otherwise. Only existence: the trainer
-// reads and validates the contents.
+// IoError naming data.path (or the default location) otherwise; and the folder train.init_from
+// names. Only existence: the trainer reads and validates the contents.
 void check_data_paths(const Config& config);
 
 }  // namespace brigade

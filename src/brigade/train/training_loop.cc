@@ -156,6 +156,19 @@ void TrainingLoop::restore() {
                                    check, &rejections, &legacy);
     for (const std::string& r : rejections) log_.file_only("warning: " + r);
   }
+  const std::string& init_from = config_.train.init_from;
+  if (!saved && !init_from.empty()) {
+    int64_t source_step = 0;
+    const std::string source =
+        load_initial_weights(init_from, ctx_.group.world.get(), pieces, &source_step);
+    log_.info(
+        "weights from {} (its step {}); optimizer state, schedule and data start afresh "
+        "at step 0 (train.init_from)",
+        source, source_step);
+  } else if (saved && !init_from.empty()) {
+    log_.info("train.init_from = \"{}\" is not used: the run resumes from its own checkpoint",
+              init_from);
+  }
   engine_.after_restore(saved.has_value());
   if (saved) {
     if (saved->extra.contains("sampler")) {
