@@ -76,6 +76,16 @@ TEST_F(InitFrom, EqualsTheSameWeightsImportedByHandInAnyLayout) {
   const auto tp2 = losses("fine-tp2");
   ASSERT_EQ(tp2.size(), 3u);
   for (size_t i = 0; i < tp2.size(); ++i) EXPECT_NEAR(tp2[i], fine[i], 1e-5 * fine[i]) << i;
+  // Into ZeRO-3 on two replicas, where each rank reads only its own shard of the weights (rank
+  // 0's must not overwrite the others'): equal to one process with the same global batch.
+  train("fine-zero3", from + " --set parallel.zero=3", 2);
+  train("fine-batch8", from + " --set train.micro_batch=8");
+  const auto zero3 = losses("fine-zero3"), batch8 = losses("fine-batch8");
+  ASSERT_EQ(zero3.size(), 3u);
+  ASSERT_EQ(batch8.size(), 3u);
+  for (size_t i = 0; i < zero3.size(); ++i) {
+    EXPECT_NEAR(zero3[i], batch8[i], 1e-5 * batch8[i]) << i;
+  }
 
   // Resumed, the run continues from its own checkpoint and says the source is not used.
   const std::string again = train("fine", from + " --set train.steps=4");

@@ -13,6 +13,7 @@ using Command = std::function<int()>;
 
 Command add_train(CLI::App& app);
 Command add_check_config(CLI::App& app);
+Command add_eval(CLI::App& app);
 Command add_generate(CLI::App& app);
 Command add_tokenize(CLI::App& app);
 Command add_launch(CLI::App& app);

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   std::map<std::string, brigade::cli::Command> commands = {
       {"train", brigade::cli::add_train(app)},
       {"check-config", brigade::cli::add_check_config(app)},
+      {"eval", brigade::cli::add_eval(app)},
       {"generate", brigade::cli::add_generate(app)},
       {"tokenize", brigade::cli::add_tokenize(app)},
       {"launch", brigade::cli::add_launch(app)},

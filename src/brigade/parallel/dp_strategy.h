@@ -90,6 +90,9 @@ class DpStrategy {
   // Collective, once before training. resumed: every rank has read its pieces from a
   // checkpoint. Otherwise the parameters rank 0 initialised are copied to every rank.
   virtual void after_restore(bool resumed) = 0;
+  // Collective, once before training, instead of after_restore: every rank has read the
+  // parameters among its pieces from another run (train.init_from) and nothing else.
+  virtual void after_initial_weights() { after_restore(false); }
 
   // ---- Evaluation ----
   // Collective. Keeps every parameter readable until end_full_params() (ZeRO-3 gathers them),

@@ -167,6 +167,11 @@ void ZeroStrategy::after_restore(bool resumed) {
   if (stage_ == 3) gatherer_->release_all();
 }
 
+void ZeroStrategy::after_initial_weights() {
+  if (stage_ != 3) return after_restore(false);
+  gatherer_->release_all();
+}
+
 void ZeroStrategy::begin_full_params() {
   if (stage_ == 3) gatherer_->gather_all();
 }

@@ -53,6 +53,8 @@ class ZeroStrategy : public DpStrategy {
 
   std::vector<StatePiece> checkpoint_pieces() override;
   void after_restore(bool resumed) override;
+  // Stage 3: each rank read its own shard, which rank 0's copy must not overwrite.
+  void after_initial_weights() override;
 
   void begin_full_params() override;
   void end_full_params() override;
@@ -69,6 +71,7 @@ class ZeroStrategy : public DpStrategy {
   ShardLayout shards_;
   FlatRange own_;
   std::unique_ptr<Optimizer> optimizer_;
+  TrainableMask frozen_;                     // train.freeze over the model's layout
   std::unique_ptr<DataParallel> ddp_;        // stage 1: gradient all-reduce
   std::unique_ptr<ShardReducer> reducer_;    // stages 2, 3: gradient reduce-scatter
   std::unique_ptr<ShardedParams> gatherer_;  // stage 3: parameter groups on demand

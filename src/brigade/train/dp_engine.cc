@@ -189,13 +189,7 @@ class DpEngine final : public TrainEngine {
         brigade::evaluate(*model_, *ctx_.data.val, eval_batch_, config_.train.micro_batch,
                           config_.train.eval_batches, rank_, dp_size_);
     sync_->end_full_params();
-    if (group_.world) {
-      float v[4] = {static_cast<float>(sums.loss_sum), static_cast<float>(sums.examples),
-                    static_cast<float>(sums.correct), static_cast<float>(sums.weight)};
-      group_.world->all_reduce(v, 4, ReduceOp::kSum);
-      sums = EvalSums{.loss_sum = v[0], .examples = v[1], .correct = v[2], .weight = v[3]};
-    }
-    return sums;
+    return sum_over_ranks(sums, group_.world.get());
   }
 
   std::vector<StatePiece> checkpoint_pieces() override { return sync_->checkpoint_pieces(); }
@@ -210,6 +204,7 @@ class DpEngine final : public TrainEngine {
   }
   ParamLayout checkpoint_layout() const override { return model_->layout(); }
   void after_restore(bool resumed) override { sync_->after_restore(resumed); }
+  void after_initial_weights() override { sync_->after_initial_weights(); }
 
   std::vector<CommChannel> comm_channels() override {
     std::vector<CommChannel> channels;

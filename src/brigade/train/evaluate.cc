@@ -1,8 +1,28 @@
 #include "brigade/train/evaluate.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
+#include <vector>
 
 namespace brigade {
+
+EvalSums sum_over_ranks(const EvalSums& local, Communicator* world) {
+  if (!world || world->size() == 1) return local;
+  using Fields = std::array<double, 4>;
+  const Fields mine = {local.loss_sum, local.examples, local.correct, local.weight};
+  std::vector<Fields> all(static_cast<size_t>(world->size()));
+  world->all_gather_bytes(reinterpret_cast<const uint8_t*>(mine.data()),
+                          reinterpret_cast<uint8_t*>(all.data()), sizeof(Fields));
+  EvalSums sums;
+  for (const Fields& f : all) {
+    sums.loss_sum += f[0];
+    sums.examples += f[1];
+    sums.correct += f[2];
+    sums.weight += f[3];
+  }
+  return sums;
+}
 
 EvalSums evaluate(Model& model, const Dataset& dataset, Batch& batch, int64_t micro_batch,
                   int64_t max_batches, int64_t shard, int64_t shards) {

@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 
+#include "brigade/comm/communicator.h"
 #include "brigade/data/loader.h"
 #include "brigade/model/model.h"
 
@@ -25,6 +26,10 @@ struct EvalSums {
 // Evaluates micro-batches k = shard, shard + shards, ... of the first max_batches
 // micro-batches of dataset (in index order), so `shards` data-parallel ranks split one
 // validation pass. batch must have been made by dataset.make_batch(micro_batch).
+// Collective over world (null: one process): every rank's sums added in double, in rank order, so
+// that a validation pass split over any number of ranks gives the same figures to ~1e-15.
+EvalSums sum_over_ranks(const EvalSums& local, Communicator* world);
+
 EvalSums evaluate(Model& model, const Dataset& dataset, Batch& batch, int64_t micro_batch,
                   int64_t max_batches, int64_t shard = 0, int64_t shards = 1);
 

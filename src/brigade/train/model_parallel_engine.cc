@@ -381,10 +381,8 @@ EvalSums ModelParallelEngine::evaluate() {
       }
     }
   }
-  float v[3] = {static_cast<float>(sums[0]), static_cast<float>(sums[1]),
-                static_cast<float>(sums[2])};
-  ctx_.group.world->all_reduce(v, 3, ReduceOp::kSum);
-  return EvalSums{.loss_sum = v[0], .examples = v[1], .weight = v[2]};
+  return sum_over_ranks(EvalSums{.loss_sum = sums[0], .examples = sums[1], .weight = sums[2]},
+                        ctx_.group.world.get());
 }
 
 // Parameters and every optimizer state buffer of each chunk, as tp-shard regions of the full

@@ -97,6 +97,9 @@ class TrainEngine {
   int64_t num_params() const { return checkpoint_layout().total(); }
   // Collective, once before training; resumed: the pieces were read from a checkpoint.
   virtual void after_restore(bool resumed) = 0;
+  // Collective, once before training, instead of after_restore: the parameters among the pieces
+  // were read from another run (train.init_from); the rest of the state is fresh.
+  virtual void after_initial_weights() { after_restore(false); }
 
   // ---- Reports ----
   virtual void add_provenance(nlohmann::json&) const {}

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "brigade/base/error.h"
+#include "brigade/base/file_io.h"
 #include "brigade/data/bpe.h"
 #include "brigade/data/byte_tokenizer.h"
 #include "brigade/data/idx_reader.h"
@@ -20,6 +21,14 @@
 namespace brigade {
 
 namespace {
+
+// Where a text run's tokenizer comes from and which splits are built.
+struct DataPlan {
+  std::string tokenizer_path;           // the run folder's merges: reloaded, or trained and saved
+  const std::string* merges = nullptr;  // given merges instead (a checkpoint's)
+  std::string merges_origin;            // where they came from, for errors
+  bool whole = false;                   // every document is validation (train is the same set)
+};
 
 bool file_exists(const std::string& path) {
   struct stat st {};
@@ -190,17 +199,23 @@ double unigram_bits_per_byte(const std::string& train_text, const std::string& e
 namespace {
 
 // The run's tokenizer for text data: bytes, or BPE merges trained on train_text (or reloaded from
-// the run folder, so a resumed run tokenizes identically). ConfigError if model.vocab is short.
-void make_text_tokenizer(const Config& config, const RunFolder& folder,
-                         const std::string& train_text, TrainingData& data) {
+// the run folder, so a resumed run tokenizes identically; or a checkpoint's, for evaluation).
+// ConfigError if model.vocab is short.
+void make_text_tokenizer(const Config& config, const DataPlan& plan, const std::string& train_text,
+                         TrainingData& data) {
   if (config.data.tokenizer == "bpe") {
-    data.tokenizer_file = folder.tokenizer_path();
-    if (file_exists(data.tokenizer_file)) {
-      data.tokenizer = std::make_unique<BpeTokenizer>(BpeTokenizer::load(data.tokenizer_file));
+    if (plan.merges) {
+      data.tokenizer =
+          std::make_unique<BpeTokenizer>(BpeTokenizer::parse(*plan.merges, plan.merges_origin));
     } else {
-      auto bpe = BpeTokenizer::train(train_text, static_cast<int32_t>(config.model.vocab));
-      bpe.save(data.tokenizer_file);
-      data.tokenizer = std::make_unique<BpeTokenizer>(std::move(bpe));
+      data.tokenizer_file = plan.tokenizer_path;
+      if (file_exists(data.tokenizer_file)) {
+        data.tokenizer = std::make_unique<BpeTokenizer>(BpeTokenizer::load(data.tokenizer_file));
+      } else {
+        auto bpe = BpeTokenizer::train(train_text, static_cast<int32_t>(config.model.vocab));
+        bpe.save(data.tokenizer_file);
+        data.tokenizer = std::make_unique<BpeTokenizer>(std::move(bpe));
+      }
     }
   } else {
     data.tokenizer = std::make_unique<ByteTokenizer>();
@@ -223,13 +238,14 @@ std::string instruction_text(const std::vector<InstructionRecord>& records) {
 }
 
 // data.source = "jsonl" with prompt and response fields: one masked example per record.
-TrainingData load_instructions(const Config& config, const RunFolder& folder) {
+TrainingData load_instructions(const Config& config, const DataPlan& plan) {
   const DataConfig& dc = config.data;
   const std::string& source = dc.path;
-  InstructionSplits splits =
-      load_jsonl_instructions(source, dc.prompt_field, dc.response_field, dc.val_fraction);
+  InstructionSplits splits = load_jsonl_instructions(source, dc.prompt_field, dc.response_field,
+                                                     plan.whole ? 0.0 : dc.val_fraction);
+  if (plan.whole) std::swap(splits.train, splits.val);
   for (const auto* split : {&splits.train, &splits.val}) {
-    if (split->empty()) {
+    if (split->empty() && !(plan.whole && split == &splits.train)) {
       throw ConfigError(fmt::format(
           "data.val_fraction = {}: the {} split of {} has no records ({} train, {} validation)",
           dc.val_fraction, split == &splits.train ? "train" : "validation", source,
@@ -239,10 +255,11 @@ TrainingData load_instructions(const Config& config, const RunFolder& folder) {
   TrainingData data;
   for (const auto& s : splits.sources) data.source_files.push_back(s.path);
   const std::string train_text = instruction_text(splits.train);
-  make_text_tokenizer(config, folder, train_text, data);
+  make_text_tokenizer(config, plan, train_text, data);
   const int64_t T = config.context();
-  auto train = std::make_unique<InstructionDataset>(splits.train, *data.tokenizer, T,
-                                                    "the train split of " + source);
+  auto train = plan.whole ? nullptr
+                          : std::make_unique<InstructionDataset>(splits.train, *data.tokenizer, T,
+                                                                 "the train split of " + source);
   auto val = std::make_unique<InstructionDataset>(splits.val, *data.tokenizer, T,
                                                   "the validation split of " + source);
   // Bytes per token and the unigram baseline over what the loss covers: responses and their
@@ -255,7 +272,14 @@ TrainingData load_instructions(const Config& config, const RunFolder& folder) {
   const size_t answer_tokens = data.tokenizer->encode(val_answers).size();
   data.val_bytes_per_token = static_cast<double>(val_answers.size()) /
                              static_cast<double>(std::max<size_t>(1, answer_tokens));
-  data.unigram_bits_per_byte = unigram_bits_per_byte(train_text, val_answers);
+  data.unigram_bits_per_byte = plan.whole ? 0.0 : unigram_bits_per_byte(train_text, val_answers);
+  if (plan.whole) {
+    data.summary = fmt::format("jsonl instruction records in {}: {} ({} response targets)", source,
+                               val->size(), val->total_targets());
+    data.val = std::move(val);
+    data.train = data.val;
+    return data;
+  }
   data.summary = fmt::format(
       "jsonl instruction records: {} train ({} response targets, {} truncated to {} tokens, {} "
       "without targets), {} validation ({} response targets); unigram baseline {:.3f} bits/byte",
@@ -267,18 +291,15 @@ TrainingData load_instructions(const Config& config, const RunFolder& folder) {
   return data;
 }
 
-}  // namespace
-
-TrainingData load_training_data(const Config& config, const RunFolder& folder) {
-  if (config.data.source == "fashion_mnist") return load_images(config);
-  if (config.data.source == "shards") return load_shards(config);
-
+// Text, fortunes or JSONL data as plan says: trained or given tokenizer, split or whole.
+TrainingData load_text_data(const Config& config, const DataPlan& plan) {
   const DataConfig& dc = config.data;
+  const double val_fraction = plan.whole ? 0.0 : dc.val_fraction;
   TextSplits splits;
   std::string source = dc.path;
   if (dc.source == "fortunes") {
     if (source.empty()) source = kDefaultFortunesDir;
-    splits = load_fortunes(source, dc.val_fraction);
+    splits = load_fortunes(source, val_fraction);
   } else {
     if (source.empty()) {
       throw ConfigError(fmt::format(
@@ -286,21 +307,35 @@ TrainingData load_training_data(const Config& config, const RunFolder& folder) {
           dc.source));
     }
     if (dc.source == "text") {
-      splits = load_text_files(source, dc.val_fraction);
+      splits = load_text_files(source, val_fraction);
     } else if (!dc.prompt_field.empty()) {
-      return load_instructions(config, folder);
+      return load_instructions(config, plan);
     } else {
-      splits = load_jsonl_text(source, dc.text_field, dc.val_fraction);
+      splits = load_jsonl_text(source, dc.text_field, val_fraction);
     }
+  }
+  if (plan.whole) {
+    std::swap(splits.train, splits.val);
+    std::swap(splits.train_docs, splits.val_docs);
   }
 
   TrainingData data;
   for (const auto& s : splits.sources) data.source_files.push_back(s.path);
-  make_text_tokenizer(config, folder, splits.train, data);
+  make_text_tokenizer(config, plan, splits.train, data);
 
   std::vector<int32_t> train_tokens = data.tokenizer->encode(splits.train);
   std::vector<int32_t> val_tokens = data.tokenizer->encode(splits.val);
   const int64_t T = config.context();
+  if (plan.whole) {
+    require_one_window(val_tokens.size(), config, source);
+    data.val_bytes_per_token =
+        static_cast<double>(splits.val.size()) / static_cast<double>(val_tokens.size());
+    data.summary = fmt::format("{} documents in {}: {} ({} bytes, {} tokens)", config.data.source,
+                               source, splits.val_docs, splits.val.size(), val_tokens.size());
+    data.val = std::make_unique<TokenDataset>(std::move(val_tokens), T);
+    data.train = data.val;
+    return data;
+  }
   require_one_window(train_tokens.size(), config, "the train split of " + source);
   if (static_cast<int64_t>(val_tokens.size()) < T + 1) {
     throw ConfigError(fmt::format(
@@ -319,6 +354,52 @@ TrainingData load_training_data(const Config& config, const RunFolder& folder) {
   data.train = std::make_unique<TokenDataset>(std::move(train_tokens), T);
   data.val = std::make_unique<TokenDataset>(std::move(val_tokens), T);
   return data;
+}
+
+}  // namespace
+
+TrainingData load_training_data(const Config& config, const RunFolder& folder) {
+  if (config.data.source == "fashion_mnist") return load_images(config);
+  if (config.data.source == "shards") return load_shards(config);
+  return load_text_data(config, DataPlan{.tokenizer_path = folder.tokenizer_path(),
+                                         .merges = nullptr,
+                                         .merges_origin = "",
+                                         .whole = false});
+}
+
+TrainingData load_evaluation_data(const Config& config, const std::optional<std::string>& merges,
+                                  const std::string& origin, bool whole) {
+  const std::string& source = config.data.source;
+  if (whole && (source == "fashion_mnist" || source == "shards")) {
+    throw ConfigError(fmt::format(
+        "data.source = \"{}\" has a fixed validation split: evaluating all of it needs text, "
+        "fortunes or jsonl data",
+        source));
+  }
+  // The data must be tokenized as the checkpoint's model was trained: with its merges, or bytes.
+  if (source == "fashion_mnist") return load_images(config);
+  if (source == "shards") {
+    TrainingData data = load_shards(config);
+    const std::string shard_merges =
+        data.tokenizer_file.empty() ? std::string() : read_file(data.tokenizer_file);
+    if (shard_merges != merges.value_or(std::string())) {
+      throw ConfigError(fmt::format(
+          "data.path = \"{}\": its shards were tokenized with {}, but {} was trained with {}",
+          config.data.path, data.tokenizer_file.empty() ? "bytes" : data.tokenizer_file, origin,
+          merges ? "other BPE merges" : "bytes"));
+    }
+    return data;
+  }
+  if ((config.data.tokenizer == "bpe") != merges.has_value()) {
+    throw ConfigError(fmt::format("data.tokenizer = \"{}\": {} holds {}", config.data.tokenizer,
+                                  origin,
+                                  merges ? "BPE merges (data.tokenizer = \"bpe\")"
+                                         : "no tokenizer (data.tokenizer = \"byte\")"));
+  }
+  return load_text_data(config, DataPlan{.tokenizer_path = "",
+                                         .merges = merges ? &*merges : nullptr,
+                                         .merges_origin = origin,
+                                         .whole = whole});
 }
 
 }  // namespace brigade

@@ -1,6 +1,7 @@
 #pragma once
 // Turns a config's [data] section into the train and validation datasets of a run.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,8 +19,9 @@ inline constexpr const char* kValShardFile = "val.bin";
 inline constexpr const char* kTokenizerFile = "tokenizer.bpe";  // absent for byte tokens
 
 struct TrainingData {
-  std::unique_ptr<Dataset> train;
-  std::unique_ptr<Dataset> val;
+  // Shared: evaluating every document (load_evaluation_data's whole) makes both the same set.
+  std::shared_ptr<Dataset> train;
+  std::shared_ptr<Dataset> val;
   std::unique_ptr<Tokenizer> tokenizer;   // null for image data
   std::string tokenizer_file;             // BPE merges saved in the run folder, or ""
   std::vector<std::string> source_files;  // every file read, for the provenance manifest
@@ -35,6 +37,14 @@ struct TrainingData {
 // (or reloads the one already in the run folder, so a resumed run tokenizes identically)
 // and builds the datasets. Throws IoError / ConfigError naming the path or key.
 TrainingData load_training_data(const Config& config, const RunFolder& folder);
+
+// The data of `brigade eval`: config's data tokenized with a checkpoint's tokenizer (merges:
+// its BPE merges, or none for bytes; origin names the checkpoint in errors), which is never
+// retrained. whole: every document of a text, fortunes or JSONL source is validation (train
+// is the same set); otherwise the validation split as training made it. ConfigError where the
+// data's tokenizer (a shards folder's) is not the checkpoint's.
+TrainingData load_evaluation_data(const Config& config, const std::optional<std::string>& merges,
+                                  const std::string& origin, bool whole);
 
 // Unigram baseline: -sum log2 p_train(byte) over the bytes of eval_text, per byte, with
 // add-one smoothing of the train counts.

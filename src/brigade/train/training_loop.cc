@@ -165,11 +165,12 @@ void TrainingLoop::restore() {
         "weights from {} (its step {}); optimizer state, schedule and data start afresh "
         "at step 0 (train.init_from)",
         source, source_step);
+    engine_.after_initial_weights();
   } else if (saved && !init_from.empty()) {
     log_.info("train.init_from = \"{}\" is not used: the run resumes from its own checkpoint",
               init_from);
   }
-  engine_.after_restore(saved.has_value());
+  if (saved || init_from.empty()) engine_.after_restore(saved.has_value());
   if (saved) {
     if (saved->extra.contains("sampler")) {
       engine_.loader().sampler().resume_step(saved->extra.at("sampler").get<SamplerState>());
@@ -624,6 +625,14 @@ TrainContext::TrainContext(const Config& c, ProcessGroup& g)
       folder(create_run_folder(c, rank)),
       log(rank, folder.rank_log_path(rank), rank == 0),
       data(load_training_data(c, folder)) {}
+
+TrainContext::TrainContext(const Config& c, ProcessGroup& g, RunFolder f, TrainingData d)
+    : config(c),
+      group(g),
+      rank(g.rank()),
+      folder(std::move(f)),
+      log(rank, "", rank == 0),
+      data(std::move(d)) {}
 
 int run_training(TrainContext& ctx, TrainEngine& engine) {
   TrainingLoop loop(ctx, engine);

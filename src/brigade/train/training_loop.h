@@ -22,6 +22,9 @@ namespace brigade {
 // it creates the folder (validate the layout first, so a bad config leaves no folder behind).
 struct TrainContext {
   TrainContext(const Config& config, ProcessGroup& group);
+  // For work that only reads a run (evaluation): folder is not created or written, the data is
+  // given, and the log goes to rank 0's stderr only.
+  TrainContext(const Config& config, ProcessGroup& group, RunFolder folder, TrainingData data);
 
   Config config;
   ProcessGroup& group;
