@@ -129,6 +129,28 @@ TEST(Config, ResolvedTomlReadsBackToTheSameConfig) {
   EXPECT_TRUE(back.train.nesterov);
 }
 
+// train.freeze: an array of strings (or one string from --set), written back as it was read;
+// what needs no model is validated here (the patterns against the model: trainable_mask_test).
+TEST(Config, FreezeIsAListOfPatternsThatRoundTrips) {
+  EXPECT_TRUE(parse_config("", "t").train.freeze.empty());
+  Config c = parse_config("[train]\nfreeze = [\"wte\", \"h.0.*\", \"a\\\"b\"]\n", "t");
+  EXPECT_EQ(c.train.freeze, (std::vector<std::string>{"wte", "h.0.*", "a\"b"}));
+  EXPECT_THAT(c.to_toml(), HasSubstr("freeze = [\"wte\", \"h.0.*\", \"a\\\"b\"]"));
+  Config back = parse_config(c.to_toml(), "resolved");
+  EXPECT_EQ(back.train.freeze, c.train.freeze);
+  EXPECT_EQ(back.to_toml(), c.to_toml());
+  EXPECT_EQ(parse_config("", "t", {"train.freeze=wte"}).train.freeze,
+            (std::vector<std::string>{"wte"}));
+  EXPECT_EQ(parse_config("", "t", {"train.freeze=[\"wte\", \"wpe\"]"}).train.freeze,
+            (std::vector<std::string>{"wte", "wpe"}));
+  EXPECT_THAT(error_of("[train]\nfreeze = [1]\n"), HasSubstr("an array of strings"));
+  EXPECT_THAT(error_of("[train]\nfreeze = [\"\"]\n"), HasSubstr("train.freeze"));
+  EXPECT_EQ(error_of("[train]\nfreeze = [\"wte\"]\n"), "");
+  const std::string diloco = error_of("[train]\nfreeze = [\"wte\"]\n[sync]\nmethod = \"diloco\"\n");
+  EXPECT_THAT(diloco, HasSubstr("train.freeze"));
+  EXPECT_THAT(diloco, HasSubstr("sync.method = \"ddp\""));
+}
+
 // A missing config file is a missing file (IoError, exit 3), as the README says.
 TEST(Config, MissingFileNamesThePath) {
   try {

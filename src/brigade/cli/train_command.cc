@@ -52,6 +52,7 @@ WorkerConfigFacts validate_worker_config(const std::vector<std::string>& worker_
   // The layout against the number of workers about to start, and the data they will read:
   // refused here, before any process trains.
   if (world_size > 0) check_world_size(config, world_size);
+  check_freeze(config);
   check_data_paths(config);
   return {.federated = config.sync.method == "fed"};
 }
@@ -65,6 +66,7 @@ Command add_train(CLI::App& app) {
     name_this_thread("brigade-train");
     Config config = load_config(args->path, args->overrides);
     config.validate();
+    check_freeze(config);
     check_data_paths(config);  // before a run folder is made
     return train(config);
   };
@@ -82,6 +84,7 @@ Command add_check_config(CLI::App& app) {
     Config config = load_config(args->path, args->overrides);
     config.validate();
     if (args->nproc > 0) check_world_size(config, args->nproc);
+    check_freeze(config);
     check_data_paths(config);
     // Without a world size dp is parallel.dp (or 1); `brigade launch` checks the product.
     const std::string mesh =

@@ -5,8 +5,9 @@
 
 namespace brigade {
 
-AdamW::AdamW(const AdamWConfig& config, const ParamLayout& layout, int64_t begin, int64_t end)
-    : Optimizer(layout, begin, end),
+AdamW::AdamW(const AdamWConfig& config, const ParamLayout& layout, int64_t begin, int64_t end,
+             const std::vector<std::string>& freeze)
+    : Optimizer(layout, begin, end, freeze),
       config_(config),
       m_(static_cast<size_t>(end - begin), 0.0f),
       v_(static_cast<size_t>(end - begin), 0.0f) {}

@@ -16,8 +16,10 @@ struct AdamWConfig {
 
 class AdamW : public Optimizer {
  public:
-  // State m and v start at zero for the flat range [begin, end) of layout.
-  AdamW(const AdamWConfig& config, const ParamLayout& layout, int64_t begin, int64_t end);
+  // State m and v start at zero for the flat range [begin, end) of layout; the tensors freeze
+  // names (optim/trainable_mask.h) are never updated.
+  AdamW(const AdamWConfig& config, const ParamLayout& layout, int64_t begin, int64_t end,
+        const std::vector<std::string>& freeze = {});
 
   void step(float* params, const float* grads, int64_t begin, int64_t end, float lr,
             int64_t step) override;

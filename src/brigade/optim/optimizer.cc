@@ -7,6 +7,7 @@
 #include "brigade/base/error.h"
 #include "brigade/optim/adamw.h"
 #include "brigade/optim/sgd.h"
+#include "brigade/optim/trainable_mask.h"
 
 namespace brigade {
 
@@ -32,7 +33,8 @@ void OptimizerConfig::validate() const {
     throw ConfigError("optimizer.nesterov = true: needs optimizer.momentum > 0");
 }
 
-Optimizer::Optimizer(const ParamLayout& layout, int64_t begin, int64_t end)
+Optimizer::Optimizer(const ParamLayout& layout, int64_t begin, int64_t end,
+                     const std::vector<std::string>& freeze)
     : begin_(begin), end_(end) {
   BRIGADE_CHECK(0 <= begin && begin <= end && end <= layout.total())
       << "range [" << begin << ", " << end << ") outside [0, " << layout.total() << ")";
@@ -40,11 +42,12 @@ Optimizer::Optimizer(const ParamLayout& layout, int64_t begin, int64_t end)
     const int64_t lo = std::max(begin, spec.offset);
     const int64_t hi = std::min(end, spec.offset + spec.numel);
     if (lo >= hi) continue;
+    const bool frozen = is_frozen_name(freeze, spec.name);
     if (!segments_.empty() && segments_.back().decay == spec.weight_decay &&
-        segments_.back().end == lo) {
-      segments_.back().end = hi;  // merge neighbours with the same decay flag
+        segments_.back().frozen == frozen && segments_.back().end == lo) {
+      segments_.back().end = hi;  // merge neighbours with the same flags
     } else {
-      segments_.push_back({lo, hi, spec.weight_decay});
+      segments_.push_back({lo, hi, spec.weight_decay, frozen});
     }
   }
 }
@@ -57,11 +60,11 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, const P
                                                .beta2 = config.beta2,
                                                .eps = config.eps,
                                                .weight_decay = config.weight_decay},
-                                   layout, begin, end);
+                                   layout, begin, end, config.freeze);
   return std::make_unique<Sgd>(SgdConfig{.momentum = config.momentum,
                                          .nesterov = config.nesterov,
                                          .weight_decay = config.weight_decay},
-                               layout, begin, end);
+                               layout, begin, end, config.freeze);
 }
 
 }  // namespace brigade

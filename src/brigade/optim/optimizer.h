@@ -4,7 +4,11 @@
 // state (AdamW's m and v, SGD's momentum) as twin buffers of that range. Weight decay is per
 // tensor (ParamSpec::weight_decay); since a range may cut through tensors, the range is split
 // once, at construction, into segments along ParamSpec boundaries, so step() does no
-// bookkeeping or allocation beyond walking them.
+// bookkeeping or allocation beyond walking them. Tensors named by OptimizerConfig::freeze
+// (train.freeze, optim/trainable_mask.h) are segments step() skips: no update, no weight decay,
+// and their part of the state buffers is never touched (zero in a run that froze them from the
+// start; the buffers still span the whole range, so a checkpoint holds the same tensors whatever
+// is frozen, and a later run may unfreeze them).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -23,6 +27,8 @@ struct OptimizerConfig {
   float weight_decay = 0.1f;   // decoupled (AdamW) / L2 (SGD), only on decay tensors, >= 0
   float momentum = 0.9f;       // SGD: in [0, 1); 0 keeps no state
   bool nesterov = false;       // SGD: Nesterov momentum (needs momentum > 0)
+  // train.freeze: globs of tensor names step() leaves as they are (optim/trainable_mask.h).
+  std::vector<std::string> freeze = {};
   // Throws ConfigError naming the key ("optimizer.beta1"), the value and what is allowed.
   void validate() const;
 };
@@ -53,14 +59,19 @@ class Optimizer {
   int64_t end() const { return end_; }
 
  protected:
-  // A maximal run of [begin_, end_) whose elements share one weight-decay flag.
+  // A maximal run of [begin_, end_) whose elements share one weight-decay flag and are all
+  // trainable or all frozen.
   struct Segment {
     int64_t begin, end;
     bool decay;
+    bool frozen;
   };
-  Optimizer(const ParamLayout& layout, int64_t begin, int64_t end);
+  // freeze: globs of the tensors step() skips (OptimizerConfig::freeze).
+  Optimizer(const ParamLayout& layout, int64_t begin, int64_t end,
+            const std::vector<std::string>& freeze);
 
-  // Calls fn(seg_begin, seg_end, decay) for each piece of [begin, end) cut at segment edges.
+  // Calls fn(seg_begin, seg_end, decay) for each trainable piece of [begin, end) cut at
+  // segment edges; frozen segments are skipped.
   template <typename Fn>
   void for_each_segment(int64_t begin, int64_t end, Fn&& fn) const;
 
@@ -79,6 +90,7 @@ void Optimizer::for_each_segment(int64_t begin, int64_t end, Fn&& fn) const {
   for (const Segment& s : segments_) {
     if (s.end <= begin) continue;
     if (s.begin >= end) break;
+    if (s.frozen) continue;
     fn(std::max(s.begin, begin), std::min(s.end, end), s.decay);
   }
 }

@@ -5,8 +5,9 @@
 
 namespace brigade {
 
-Sgd::Sgd(const SgdConfig& config, const ParamLayout& layout, int64_t begin, int64_t end)
-    : Optimizer(layout, begin, end), config_(config) {
+Sgd::Sgd(const SgdConfig& config, const ParamLayout& layout, int64_t begin, int64_t end,
+         const std::vector<std::string>& freeze)
+    : Optimizer(layout, begin, end, freeze), config_(config) {
   BRIGADE_CHECK(!config.nesterov || config.momentum > 0.0f) << "nesterov needs momentum";
   if (config_.momentum != 0.0f) momentum_.assign(static_cast<size_t>(end - begin), 0.0f);
 }

@@ -15,8 +15,10 @@ struct SgdConfig {
 
 class Sgd : public Optimizer {
  public:
-  // The momentum buffer starts at zero for the flat range [begin, end) of layout.
-  Sgd(const SgdConfig& config, const ParamLayout& layout, int64_t begin, int64_t end);
+  // The momentum buffer starts at zero for the flat range [begin, end) of layout; the tensors
+  // freeze names (optim/trainable_mask.h) are never updated.
+  Sgd(const SgdConfig& config, const ParamLayout& layout, int64_t begin, int64_t end,
+      const std::vector<std::string>& freeze = {});
 
   void step(float* params, const float* grads, int64_t begin, int64_t end, float lr,
             int64_t step) override;

@@ -9,7 +9,7 @@ DataParallel::DataParallel(Communicator& dp, Model& model, DdpOptions options)
     : dp_(dp),
       model_(model),
       options_(options),
-      tracker_(plan_grad_buckets(model.num_params(), options.bucket_elems)),
+      tracker_(plan_grad_buckets(model.num_params(), options.bucket_elems, options.frozen)),
       launched_(tracker_.buckets().size(), false) {
   in_flight_.reserve(tracker_.buckets().size());
   model_.set_grad_ready_hook(

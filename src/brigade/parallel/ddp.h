@@ -20,6 +20,9 @@ namespace brigade {
 struct DdpOptions {
   int64_t bucket_elems = 256 * 1024;  // 1 MiB of f32
   WireDtype wire = WireDtype::kF32;   // gradient payload; accumulation is always f32
+  // train.freeze: gradients of these ranges are not reduced (they are left as backward wrote
+  // them, for the strategy to zero) (parallel/grad_buckets.h).
+  TrainableMask frozen = {};
 };
 
 class DataParallel {

@@ -20,10 +20,13 @@ class DdpStrategy : public DpStrategy {
               const DpOptions& options)
       : dp_(dp),
         model_(model),
-        optimizer_(make_optimizer(optimizer_config, model.layout(), 0, model.num_params())) {
+        optimizer_(make_optimizer(optimizer_config, model.layout(), 0, model.num_params())),
+        frozen_(model.layout(), optimizer_config.freeze) {
     if (dp_) {
       ddp_ = std::make_unique<DataParallel>(
-          *dp_, model_, DdpOptions{.bucket_elems = options.bucket_elems, .wire = options.wire});
+          *dp_, model_,
+          DdpOptions{
+              .bucket_elems = options.bucket_elems, .wire = options.wire, .frozen = frozen_});
     }
   }
 
@@ -34,7 +37,12 @@ class DdpStrategy : public DpStrategy {
   void before_backward(bool last_micro_step) override {
     if (ddp_ && last_micro_step) ddp_->arm();  // earlier micro-steps accumulate locally
   }
-  double finish_gradients() override { return ddp_ ? ddp_->finish() : 0.0; }
+  // Frozen gradients (never reduced) are zeroed, so the norm and clipping count trainable ones.
+  double finish_gradients() override {
+    const double waited = ddp_ ? ddp_->finish() : 0.0;
+    frozen_.zero_frozen(model_.grads(), 0, model_.num_params());
+    return waited;
+  }
   // Every replica holds the same averaged gradient, so the norm needs no communication.
   double grad_sum_squares() override {
     return brigade::grad_sum_squares(model_.grads(), model_.num_params());
@@ -64,6 +72,7 @@ class DdpStrategy : public DpStrategy {
   Communicator* dp_;
   Model& model_;
   std::unique_ptr<Optimizer> optimizer_;
+  TrainableMask frozen_;  // train.freeze over the model's layout
   std::unique_ptr<DataParallel> ddp_;
 };
 

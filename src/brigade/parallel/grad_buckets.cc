@@ -6,11 +6,15 @@
 
 namespace brigade {
 
-std::vector<GradBucket> plan_grad_buckets(int64_t total, int64_t bucket_elems) {
+std::vector<GradBucket> plan_grad_buckets(int64_t total, int64_t bucket_elems,
+                                          const TrainableMask& mask) {
   BRIGADE_CHECK(total >= 0 && bucket_elems >= 1) << total << " " << bucket_elems;
   std::vector<GradBucket> buckets;
-  for (int64_t end = total; end > 0; end -= bucket_elems) {
-    buckets.push_back({std::max<int64_t>(0, end - bucket_elems), end});
+  const std::vector<FrozenRange> parts = mask.trainable_parts(0, total);
+  for (auto part = parts.rbegin(); part != parts.rend(); ++part) {
+    for (int64_t end = part->end; end > part->begin; end -= bucket_elems) {
+      buckets.push_back({std::max<int64_t>(part->begin, end - bucket_elems), end});
+    }
   }
   return buckets;
 }

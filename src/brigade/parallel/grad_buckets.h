@@ -3,10 +3,13 @@
 // reduced as units. Backward finishes parameter ranges from the end of the buffer towards
 // the start (see Model::set_grad_ready_hook), so buckets are listed in that order, and a
 // bucket is ready as soon as every element of it has been reported final. Readiness is
-// counted per element, so buckets need not align with the ranges backward reports.
+// counted per element, so buckets need not align with the ranges backward reports, and elements
+// that lie in no bucket (frozen ones) are simply not counted.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
+
+#include "brigade/optim/trainable_mask.h"
 
 namespace brigade {
 
@@ -18,7 +21,11 @@ struct GradBucket {
 
 // Cuts [0, total) into buckets of bucket_elems elements (the first bucket listed covers the
 // end of the buffer; the last one, nearest offset 0, may be shorter). bucket_elems >= 1.
-std::vector<GradBucket> plan_grad_buckets(int64_t total, int64_t bucket_elems);
+// With frozen ranges (train.freeze, optim/trainable_mask.h) only the trainable parts are cut,
+// each on its own (a bucket never spans a frozen range): frozen gradients are in no bucket and
+// so never communicated, since they are zeroed before anyone reads them.
+std::vector<GradBucket> plan_grad_buckets(int64_t total, int64_t bucket_elems,
+                                          const TrainableMask& mask = {});
 
 // Tracks which buckets became ready during one backward pass.
 class BucketTracker {

@@ -28,9 +28,11 @@ ZeroStrategy::ZeroStrategy(Communicator& dp, Model& model, const OptimizerConfig
         "reduce-scatter f32 gradients)");
   model_.pad_flat_buffers(shards_.padded());
   optimizer_ = make_optimizer(optimizer_config, model_.layout(), own_.begin, own_.end);
+  frozen_ = TrainableMask(model_.layout(), optimizer_config.freeze);
   if (stage_ == 1) {
     ddp_ = std::make_unique<DataParallel>(
-        dp_, model_, DdpOptions{.bucket_elems = options.bucket_elems, .wire = options.wire});
+        dp_, model_,
+        DdpOptions{.bucket_elems = options.bucket_elems, .wire = options.wire, .frozen = frozen_});
   } else {
     // A reduce-scatter bucket is received as one row per rank: buckets of bucket_elems / N keep
     // each receive buffer at bucket_elems, and the same goes for the all-gather chunks below.
@@ -91,6 +93,8 @@ void ZeroStrategy::before_backward(bool last_micro_step) {
 double ZeroStrategy::finish_gradients() {
   double waited = exposed_s_ + (stage_ == 1 ? ddp_->finish() : reducer_->finish());
   exposed_s_ = 0;
+  // The own shard's frozen gradients (stage 1: never reduced; 2, 3: reduced) count for nothing.
+  frozen_.zero_frozen(model_.grads(), own_.begin, own_.end);
   if (gatherer_) waited += gatherer_->take_waited_seconds();  // forward and backward gathers
   return waited;
 }

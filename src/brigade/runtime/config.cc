@@ -22,7 +22,8 @@ namespace brigade {
 
 namespace {
 
-using FieldTarget = std::variant<int64_t*, double*, std::string*, bool*, std::vector<int64_t>*>;
+using FieldTarget = std::variant<int64_t*, double*, std::string*, bool*, std::vector<int64_t>*,
+                                 std::vector<std::string>*>;
 
 struct Field {
   const char* section;
@@ -87,6 +88,7 @@ std::vector<Field> fields(Config& c) {
       {"train", "on_nonfinite", &c.train.on_nonfinite},
       {"train", "straggler_threshold", &c.train.straggler_threshold},
       {"train", "init_from", &c.train.init_from},
+      {"train", "freeze", &c.train.freeze},
       {"parallel", "dp", &c.parallel.dp},
       {"parallel", "bucket_mb", &c.parallel.bucket_mb},
       {"parallel", "grad_wire", &c.parallel.grad_wire},
@@ -298,12 +300,23 @@ void assign(const Field& f, const toml::value& v, const std::string& origin) {
         } else if constexpr (std::is_same_v<T, bool>) {
           if (!v.is_boolean()) type_error(f, v, origin, "true or false");
           *target = v.as_boolean();
-        } else {
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
           if (!v.is_array()) type_error(f, v, origin, "an array of integers");
           target->clear();
           for (const auto& e : v.as_array()) {
             if (!e.is_integer()) type_error(f, v, origin, "an array of integers");
             target->push_back(e.as_integer());
+          }
+        } else {
+          target->clear();
+          if (v.is_string()) {  // one pattern: --set train.freeze=wte
+            target->push_back(v.as_string().str);
+            return;
+          }
+          if (!v.is_array()) type_error(f, v, origin, "an array of strings");
+          for (const auto& e : v.as_array()) {
+            if (!e.is_string()) type_error(f, v, origin, "an array of strings");
+            target->push_back(e.as_string().str);
           }
         }
       },
@@ -381,6 +394,24 @@ std::string known_keys(Config& c, const std::string& section) {
   return out;
 }
 
+// s as a one-line TOML basic string ("a\"b"): toml11 would print a string holding a quote as a
+// multi-line one, and the resolved config is read back line by line (config_diff.h).
+std::string toml_basic_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\u{:04X}", c);
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
 std::string toml_scalar(const FieldTarget& target) {
   return std::visit(
       [](auto* v) -> std::string {
@@ -395,9 +426,13 @@ std::string toml_scalar(const FieldTarget& target) {
           return render(toml::value(*v));
         } else if constexpr (std::is_same_v<T, bool>) {
           return *v ? "true" : "false";
-        } else {
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
           std::string s = "[";
           for (size_t i = 0; i < v->size(); ++i) s += (i ? ", " : "") + std::to_string((*v)[i]);
+          return s + "]";
+        } else {
+          std::string s = "[";
+          for (size_t i = 0; i < v->size(); ++i) s += (i ? ", " : "") + toml_basic_string((*v)[i]);
           return s + "]";
         }
       },
@@ -436,12 +471,10 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
     bool known_section = false;
     for (const auto& f : schema) known_section |= (section == f.section);
     if (!known_section) {
-      const std::string first_key =
-          table.as_table().empty() ? "" : table.as_table().begin()->first;
-      throw ConfigError(fmt::format("{}: unknown section [{}]{} (allowed: {})",
-                                    where(section, first_key), cut(section),
-                                    did_you_mean(section, section_names(schema)),
-                                    join(section_names(schema))));
+      const std::string first_key = table.as_table().empty() ? "" : table.as_table().begin()->first;
+      throw ConfigError(fmt::format(
+          "{}: unknown section [{}]{} (allowed: {})", where(section, first_key), cut(section),
+          did_you_mean(section, section_names(schema)), join(section_names(schema))));
     }
     for (const auto& [key, value] : table.as_table()) {
       const Field* field = nullptr;

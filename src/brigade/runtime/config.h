@@ -93,6 +93,11 @@ struct TrainConfig {
   // its newest valid checkpoint), into this run's layout; optimizer state and step start afresh.
   // "" = random initialisation. Unused once the run has a checkpoint of its own.
   std::string init_from;
+  // Fine-tuning (docs/fine-tuning.md): fnmatch globs over the model's tensor names ("wte",
+  // "h.0.*", "*.bias"; a pattern also names a module: "h.0" is every tensor under h.0.) whose
+  // parameters stay exactly as they started (from init_from or the initialisation): no update,
+  // no weight decay, no part in the gradient norm. [] = train everything.
+  std::vector<std::string> freeze = {};
 };
 
 struct ParallelConfig {

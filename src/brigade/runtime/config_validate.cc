@@ -469,6 +469,18 @@ void Config::validate() const {
                train.straggler_threshold <= 1e6),
           "train.straggler_threshold", train.straggler_threshold,
           "must be 0 (no straggler detection) or a ratio to the median step time in (1, 1e6]");
+  // Whether each pattern names a tensor is checked against the model's layout when the trainer
+  // builds it (optim/trainable_mask.h); here only what needs no model.
+  for (const std::string& pattern : train.freeze) {
+    require(!pattern.empty() && pattern.size() <= 256, "train.freeze", quote(pattern),
+            "each pattern must be a glob of 1..256 characters over tensor names (\"wte\", "
+            "\"h.0.*\")");
+  }
+  require(train.freeze.empty() || sync.method == "ddp", "train.freeze",
+          fmt::format("[{} pattern(s)]", train.freeze.size()),
+          fmt::format("needs sync.method = \"ddp\" (DDP, ZeRO, tensor and pipeline parallelism); "
+                      "sync.method = \"{}\" updates parameters its own way",
+                      sync.method));
 
   require(monitor.peak_flops == 0 || (std::isfinite(monitor.peak_flops) &&
                                       monitor.peak_flops >= 1e6 && monitor.peak_flops <= 1e18),

@@ -15,6 +15,7 @@
 #include "brigade/base/error.h"
 #include "brigade/monitor/timer.h"
 #include "brigade/optim/optimizer.h"
+#include "brigade/optim/trainable_mask.h"
 #include "brigade/sync/lowcomm/common.h"
 #include "brigade/sync/ps/ps_worker.h"
 #include "brigade/sync/replica_sync.h"
@@ -59,7 +60,9 @@ class DpEngine final : public TrainEngine {
         batch_(loader_.make_batch()),
         eval_batch_(ctx.data.val->make_batch(config_.train.micro_batch)),
         micro_weights_(static_cast<size_t>(config_.train.grad_accum)),
-        slow_s_(injected_slow_s(rank_)) {}
+        slow_s_(injected_slow_s(rank_)),
+        // Every rank refuses a pattern that names no tensor alike, before any collective.
+        freeze_(check_freeze_patterns(model_->layout(), config_.train.freeze)) {}
 
   void log_layout() override {
     ctx_.log.info("run folder {}; process {} of {} ({}), data parallel over {}{}", ctx_.folder.root,
@@ -90,6 +93,7 @@ class DpEngine final : public TrainEngine {
         config_.model.kind, model_->num_params(), config_.train.optimizer, config_.train.steps,
         config_.train.grad_accum, dp_size_, config_.train.micro_batch,
         config_.model.kind == "gpt" ? fmt::format(" of {} tokens", config_.context()) : "");
+    if (!config_.train.freeze.empty()) ctx_.log.info("{}", describe_freeze(freeze_));
   }
 
   void initialize(uint64_t seed) override { model_->initialize(seed); }
@@ -264,6 +268,7 @@ class DpEngine final : public TrainEngine {
   Batch eval_batch_;
   std::vector<float> micro_weights_;  // (grad_accum) this step's micro-batch weights, if masked
   double slow_s_;
+  FreezeSummary freeze_;  // train.freeze over the model (the strategy applies it)
   double exposed_comm_s_ = 0;
   Traffic formula_total_;  // replica sync: bytes by formula over this invocation's steps
 };

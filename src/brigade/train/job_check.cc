@@ -9,8 +9,10 @@
 #include "brigade/data/idx_reader.h"
 #include "brigade/data/input_files.h"
 #include "brigade/data/text_corpus.h"
+#include "brigade/optim/trainable_mask.h"
 #include "brigade/train/fed_roles.h"
 #include "brigade/train/hybrid_layout.h"
+#include "brigade/train/model_factory.h"
 #include "brigade/train/ps_roles.h"
 
 namespace brigade {
@@ -77,6 +79,11 @@ void check_data_paths(const Config& config) {
       throw IoError(fmt::format("data.path: {}", e.what()));
     }
   }
+}
+
+void check_freeze(const Config& config) {
+  if (config.train.freeze.empty()) return;
+  check_freeze_patterns(model_param_layout(config.model), config.train.freeze);
 }
 
 }  // namespace brigade

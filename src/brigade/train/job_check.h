@@ -23,4 +23,9 @@ void check_world_size(const Config& config, int64_t world_size);
 // names. Only existence: the trainer reads and validates the contents.
 void check_data_paths(const Config& config);
 
+// Whether every train.freeze pattern names a tensor of the model and some parameter stays
+// trainable (optim/trainable_mask.h); ConfigError naming the pattern otherwise. The engines
+// check again against the layout they build.
+void check_freeze(const Config& config);
+
 }  // namespace brigade

@@ -2,6 +2,7 @@
 
 #include "brigade/model/cnn_classifier.h"
 #include "brigade/model/gpt.h"
+#include "brigade/model/gpt_layout.h"
 #include "brigade/model/mlp_classifier.h"
 
 namespace brigade {
@@ -17,6 +18,15 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, int64_t max_batch,
   GptConfig gpt = gpt_config(config);
   gpt.recompute_blocks = recompute_blocks;
   return std::make_unique<Gpt>(gpt, max_batch);
+}
+
+ParamLayout model_param_layout(const ModelConfig& config) {
+  if (config.is_classifier()) return make_model(config, 1)->layout();
+  const GptConfig gpt = gpt_config(config);
+  ParamLayout layout;
+  std::vector<ParamGroup> groups;
+  build_gpt_layout(gpt, make_gpt_shard(gpt, 1, 0), layout, groups);
+  return layout;
 }
 
 GptConfig gpt_config(const ModelConfig& config) {
@@ -48,6 +58,7 @@ OptimizerConfig optimizer_config(const TrainConfig& t) {
   o.weight_decay = static_cast<float>(t.weight_decay);
   o.momentum = static_cast<float>(t.momentum);
   o.nesterov = t.nesterov;
+  o.freeze = t.freeze;
   return o;
 }
 

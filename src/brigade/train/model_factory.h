@@ -22,6 +22,10 @@ CnnConfig cnn_config(const ModelConfig& config);
 std::unique_ptr<Model> make_model(const ModelConfig& config, int64_t max_batch,
                                   bool recompute_blocks = false);
 
+// The whole model's parameter layout (tp = 1), without allocating a GPT's buffers: the names
+// train.freeze and checkpoints use.
+ParamLayout model_param_layout(const ModelConfig& config);
+
 // The optimizer settings of a config's [train] section.
 OptimizerConfig optimizer_config(const TrainConfig& train);
 

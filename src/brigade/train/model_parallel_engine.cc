@@ -39,6 +39,7 @@
 #include "brigade/model/gpt_stage.h"
 #include "brigade/monitor/timer.h"
 #include "brigade/optim/optimizer.h"
+#include "brigade/optim/trainable_mask.h"
 #include "brigade/parallel/expert/stage_grad_sync.h"
 #include "brigade/parallel/pipeline/executor.h"
 #include "brigade/parallel/pipeline/tied_embedding.h"
@@ -91,6 +92,7 @@ class ModelParallelEngine final : public TrainEngine {
         "{} replicas x {} examples of {} tokens",
         held, config_.train.optimizer, config_.train.steps, layout_.micro_batches, replicas_,
         config_.train.micro_batch, config_.model.seq_len);
+    if (!config_.train.freeze.empty()) ctx_.log.info("{}", describe_freeze(freeze_));
     ctx_.log.info("optimizer state: {} floats on this rank{}", state_floats(),
                   zero_ > 0 ? fmt::format(" (ZeRO-{} over dp = {}: its own tensors of each chunk)",
                                           zero_, layout_.shape.dp)
@@ -178,6 +180,8 @@ class ModelParallelEngine final : public TrainEngine {
   std::vector<float> micro_weights_;       // (m) this step's micro-batch weights, if masked
   std::vector<GptStage> chunks_;
   std::vector<GptStage*> chunk_ptrs_;
+  FreezeSummary freeze_;               // train.freeze over the whole model (tp = 1 layout)
+  std::vector<TrainableMask> frozen_;  // train.freeze over each chunk's layout
   std::vector<ParamLayout> norm_layouts_;
   std::vector<ParamLayout> owned_norm_layouts_;          // ZeRO-2: each norm layout's owned tensors
   std::vector<std::unique_ptr<DpShardUpdate>> updates_;  // per chunk
@@ -212,6 +216,8 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
     tp_ = TpContext{.comm = &mesh_.comm(MeshAxis::kTP),
                     .sequence_parallel = layout_.sequence_parallel};
   }
+  // Against the whole model (a chunk holds only its stage's tensors); every rank alike.
+  freeze_ = check_freeze_patterns(checkpoint_layout(), config_.train.freeze);
   embedding_ = create_embedding_group(ctx.group.world_options, mesh_);
   GptConfig gpt = gpt_config(config_.model);
   gpt.recompute_blocks = config_.train.recompute == "block";
@@ -240,6 +246,7 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
     chunk_ptrs_.push_back(&c);
     stages.push_back(&c);
     norm_layouts_.push_back(norm_layout_of(c));
+    frozen_.emplace_back(c.layout(), config_.train.freeze);
     updates_.push_back(
         std::make_unique<DpShardUpdate>(opt, c.layout(), zero_ > 0 ? dp_ : nullptr, zero_ == 2));
     if (zero_ == 2)
@@ -293,6 +300,10 @@ StepGradients ModelParallelEngine::compute_gradients(int64_t step) {
     } else {
       average_stage_grads(chunks_[c], *dp_, *replicas_comm_, kDpBucketFloats);
     }
+  }
+  // Frozen tensors (train.freeze; both wte copies alike) take no part in the norm or the update.
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    frozen_[c].zero_frozen(chunks_[c].grads(), 0, chunks_[c].num_params());
   }
   // [stage losses, sum of squares]: summed over pp (one all-reduce), then the loss averaged
   // over the replicas (the squares are equal across them after the averages above). A stage's

@@ -1,0 +1,238 @@
+// train.freeze (issue 18, fine-tuning): the frozen tensors of a run leave it bitwise as they
+// came in (from train.init_from, or from the initialisation), while every other tensor trains;
+// frozen tensors get no optimizer state; two data-parallel processes equal one; DDP does not
+// send frozen gradients; ZeRO-1/2/3, tensor and pipeline parallelism keep the frozen tensors
+// bitwise too; a pattern that names no tensor, or one that freezes everything, is refused
+// (exit 2) before anything starts.
+//
+// Tolerance, as the data-parallel equivalence tests (parallel/dp_run_helpers.h): losses within
+// 1e-5 relative at every step, weights within 1e-5 of the largest weight. The frozen tensors are
+// compared bitwise in every layout: nothing may touch them.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "brigade/runtime/config.h"
+#include "brigade/train/model_factory.h"
+#include "common/checkpoint_tensors.h"
+#include "common/metrics_records.h"
+#include "common/run_command.h"
+#include "common/tiny_gpt_config.h"
+
+namespace brigade {
+namespace {
+
+using testing::CkptPart;
+using ::testing::HasSubstr;
+using testing::make_temp_dir;
+using testing::read_checkpoint;
+using testing::run_command;
+using testing::WholeTensor;
+
+// wte and every tensor of block 0: 8,192 + 12,704 of the tiny GPT's 34,688 parameters.
+const char* kFreeze = "--set 'train.freeze=[\"wte\", \"h.0.*\"]'";
+bool frozen_name(const std::string& name) {
+  return name == "wte.weight" || name.rfind("h.0.", 0) == 0;
+}
+
+class Freeze : public ::testing::Test {
+ protected:
+  // The source every test fine-tunes: 6 steps of the tiny GPT from its initialisation.
+  static void SetUpTestSuite() {
+    dir_ = make_temp_dir("freeze");
+    config_ = dir_ + "/run.toml";
+    std::ofstream(config_) << testing::tiny_gpt_config({{"train.steps", "6"},
+                                                        {"train.warmup", "1"},
+                                                        {"train.micro_batch", "8"},
+                                                        {"parallel.bucket_mb", "0.01"}});
+    train("source", "");
+    source_ = read_checkpoint(dir_ + "/source/checkpoints/step_00000006", CkptPart::kModel);
+  }
+
+  static testing::CommandResult brigade(const std::string& args, int nproc = 1) {
+    const std::string bin = BRIGADE_BINARY;
+    return run_command(nproc == 1
+                           ? bin + " " + args
+                           : bin + " launch --nproc " + std::to_string(nproc) + " -- " + args,
+                       120);
+  }
+  static std::string train(const std::string& name, const std::string& extra, int nproc = 1) {
+    const auto r = brigade(
+        "train " + config_ + " --set run.out_dir=" + dir_ + " --set run.name=" + name + " " + extra,
+        nproc);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.output;
+  }
+  // 4 steps from the source with wte and h.0 frozen; extra picks the layout.
+  static std::string fine_tune(const std::string& name, const std::string& extra, int nproc = 1) {
+    return train(
+        name,
+        "--set train.init_from=" + dir_ + "/source --set train.steps=4 " + kFreeze + " " + extra,
+        nproc);
+  }
+  static std::string final_ckpt(const std::string& name) {
+    return dir_ + "/" + name + "/checkpoints/step_00000004";
+  }
+  // Each step's `key` ("loss", "grad_norm").
+  static std::vector<double> per_step(const std::string& name, const char* key = "loss") {
+    std::vector<double> out;
+    for (const auto& j : testing::metrics_records(dir_ + "/" + name + "/metrics.jsonl", "train")) {
+      out.push_back(j.at(key));
+    }
+    return out;
+  }
+
+  // Frozen tensors bitwise the source's, every other one changed, and no optimizer state for
+  // the frozen ones (their part of adamw.m and adamw.v is zero; the others' is not).
+  static void expect_frozen_kept(const std::string& name) {
+    SCOPED_TRACE(name);
+    const auto now = read_checkpoint(final_ckpt(name), CkptPart::kModel);
+    ASSERT_EQ(now.size(), source_.size());
+    int frozen = 0;
+    for (const auto& [tensor, was] : source_) {
+      ASSERT_TRUE(now.count(tensor)) << tensor;
+      const WholeTensor& t = now.at(tensor);
+      ASSERT_EQ(t.shape, was.shape) << tensor;
+      if (frozen_name(tensor)) {
+        ++frozen;
+        EXPECT_TRUE(t.data == was.data) << tensor << " changed though frozen";
+      } else {
+        EXPECT_FALSE(t.data == was.data) << tensor << " did not train";
+      }
+    }
+    EXPECT_EQ(frozen, 13);  // wte and block 0's 12 tensors
+    const auto state = read_checkpoint(final_ckpt(name), CkptPart::kState);
+    for (const char* buffer : {"adamw.m", "adamw.v"}) {
+      const auto tensors = testing::state_buffer(state, buffer);
+      ASSERT_EQ(tensors.size(), source_.size()) << buffer;
+      for (const auto& [tensor, t] : tensors) {
+        const bool all_zero =
+            std::all_of(t.data.begin(), t.data.end(), [](float x) { return x == 0.0f; });
+        EXPECT_EQ(all_zero, frozen_name(tensor)) << buffer << "/" << tensor;
+      }
+    }
+  }
+
+  // Same losses and gradient norms (1e-5 relative: a layout that left the frozen gradients in
+  // its norm would report about 7 times the trainable norm) and weights (1e-5 of the largest)
+  // as the one-process run.
+  static void expect_same_training(const std::string& a, const std::string& b) {
+    SCOPED_TRACE(a + " vs " + b);
+    for (const char* key : {"loss", "grad_norm"}) {
+      const auto la = per_step(a, key), lb = per_step(b, key);
+      ASSERT_EQ(la.size(), 4u);
+      ASSERT_EQ(lb.size(), 4u);
+      for (size_t i = 0; i < la.size(); ++i) EXPECT_NEAR(la[i], lb[i], 1e-5 * la[i]) << key << i;
+    }
+    const auto ta = read_checkpoint(final_ckpt(a), CkptPart::kModel);
+    const auto tb = read_checkpoint(final_ckpt(b), CkptPart::kModel);
+    double max_abs = 0, max_diff = 0;
+    for (const auto& [tensor, x] : ta) {
+      ASSERT_TRUE(tb.count(tensor)) << tensor;
+      const WholeTensor& y = tb.at(tensor);
+      ASSERT_EQ(x.data.size(), y.data.size()) << tensor;
+      for (size_t i = 0; i < x.data.size(); ++i) {
+        max_abs = std::max(max_abs, std::abs(static_cast<double>(x.data[i])));
+        max_diff = std::max(max_diff, std::abs(static_cast<double>(x.data[i]) - y.data[i]));
+      }
+    }
+    EXPECT_GT(max_abs, 0.5);
+    EXPECT_LE(max_diff, 1e-5 * max_abs);
+  }
+
+  static inline std::string dir_, config_;
+  static inline std::map<std::string, WholeTensor> source_;
+};
+
+TEST_F(Freeze, FrozenTensorsKeepTheirStartingWeightsBitwise) {
+  const std::string out = fine_tune("one", "");
+  EXPECT_THAT(out, HasSubstr("train.freeze: 20,896 of 34,688 parameters frozen (13 tensors); "
+                             "13,792 trainable"));
+  expect_frozen_kept("one");
+  // The reported gradient norm counts the trainable tensors only: below the same step's norm
+  // with nothing frozen (the frozen gradients are far from zero).
+  train("unfrozen", "--set train.init_from=" + dir_ + "/source --set train.steps=4");
+  const auto frozen = testing::metrics_records(dir_ + "/one/metrics.jsonl", "train");
+  const auto plain = testing::metrics_records(dir_ + "/unfrozen/metrics.jsonl", "train");
+  ASSERT_EQ(frozen.size(), 4u);
+  ASSERT_EQ(plain.size(), 4u);
+  EXPECT_EQ(frozen[0].at("loss"), plain[0].at("loss"));  // the same weights, the same batch
+  EXPECT_LT(frozen[0].at("grad_norm").get<double>(), plain[0].at("grad_norm").get<double>());
+
+  // From the initialisation (no init_from): the frozen tensor is the model's initial value.
+  train("scratch", "--set train.steps=2 --set 'train.freeze=[\"wte\"]'");
+  Config config = parse_config(testing::tiny_gpt_config(), "tiny");
+  auto model = make_model(config.model, 1);
+  model->initialize(static_cast<uint64_t>(config.run.seed));
+  const ParamSpec& wte = model->layout().at("wte.weight");
+  const std::vector<float> init(model->params() + wte.offset,
+                                model->params() + wte.offset + wte.numel);
+  const auto scratch =
+      read_checkpoint(dir_ + "/scratch/checkpoints/step_00000002", CkptPart::kModel);
+  EXPECT_TRUE(scratch.at("wte.weight").data == init);
+  EXPECT_FALSE(scratch.at("wpe.weight").data ==
+               std::vector<float>(model->params() + model->layout().at("wpe.weight").offset,
+                                  model->params() + model->layout().at("wpe.weight").offset +
+                                      model->layout().at("wpe.weight").numel));
+}
+
+TEST_F(Freeze, TwoProcessesEqualOneAndDoNotSendFrozenGradients) {
+  fine_tune("one-dp", "");
+  fine_tune("dp2", "--set train.micro_batch=4", 2);
+  expect_frozen_kept("dp2");
+  expect_same_training("one-dp", "dp2");
+  // DDP's buckets hold the trainable ranges only: a step's all-reduce carries the 13,792
+  // trainable gradients (4 bytes each) and the step's scalars, not the 34,688 of the model.
+  const auto summary = testing::metrics_records(dir_ + "/dp2/metrics.jsonl", "summary");
+  ASSERT_EQ(summary.size(), 1u);
+  const int64_t sent = summary[0].at("comm_sent_by").at("dp/all_reduce").get<int64_t>();
+  EXPECT_GT(sent, 4 * 13'792 * 4);
+  EXPECT_LT(sent, 4 * (13'792 * 4 + 256));
+}
+
+TEST_F(Freeze, ZeroStagesKeepFrozenTensorsBitwise) {
+  fine_tune("one-zero", "");
+  for (int stage : {1, 2, 3}) {
+    const std::string name = "zero" + std::to_string(stage);
+    fine_tune(name, "--set train.micro_batch=4 --set parallel.zero=" + std::to_string(stage), 2);
+    expect_frozen_kept(name);
+    expect_same_training("one-zero", name);
+  }
+}
+
+TEST_F(Freeze, TensorAndPipelineParallelismKeepFrozenTensorsBitwise) {
+  fine_tune("one-mp", "");
+  fine_tune("tp2", "--set parallel.tp=2", 2);
+  expect_frozen_kept("tp2");
+  expect_same_training("one-mp", "tp2");
+  // Two stages: the last holds the tied copy of wte, frozen with it.
+  fine_tune("pp2", "--set parallel.pp=2 --set train.micro_batch=4 --set train.grad_accum=2", 2);
+  expect_frozen_kept("pp2");
+  expect_same_training("one-mp", "pp2");
+}
+
+TEST_F(Freeze, APatternThatNamesNothingIsRefusedBeforeAnythingStarts) {
+  const std::string base = "train " + config_ + " --set run.out_dir=" + dir_ + " --set run.name=";
+  for (int nproc : {1, 2}) {
+    const auto r = brigade(base + "typo --set 'train.freeze=[\"wte\", \"h.9.*\"]'", nproc);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("train.freeze: pattern \"h.9.*\" matches no parameter"));
+    EXPECT_THAT(r.output, HasSubstr("wte.weight, wpe.weight, h.0.ln_1.weight"));
+  }
+  const auto all = brigade(base + "all --set 'train.freeze=[\"*\"]'");
+  EXPECT_EQ(all.exit_code, 2) << all.output;
+  EXPECT_THAT(all.output, HasSubstr("freeze every parameter"));
+  const auto diloco = brigade(base + "diloco --set sync.method=diloco " + kFreeze, 2);
+  EXPECT_EQ(diloco.exit_code, 2) << diloco.output;
+  EXPECT_THAT(diloco.output, HasSubstr("train.freeze"));
+  // Nothing was started: no run folder.
+  for (const char* run : {"typo", "all", "diloco"}) {
+    EXPECT_FALSE(std::ifstream(dir_ + "/" + std::string(run) + "/metrics.jsonl").good()) << run;
+  }
+}
+
+}  // namespace
+}  // namespace brigade
