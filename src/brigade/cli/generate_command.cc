@@ -1,75 +1,70 @@
-// brigade generate: samples text from a GPT checkpoint (temperature, top-k).
+// brigade generate: text from a GPT checkpoint (infer/generator.h): one prompt streamed to
+// stdout, or a prompts file (one per line) answered as JSON lines; greedy, temperature, top-k,
+// top-p, stop strings, a seed; on the key-value cache with continuous batching. Under
+// `brigade launch --nproc N` the model is split N ways by tensor parallelism and every rank
+// samples the same tokens; rank 0 prints.
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <memory>
-#include <numeric>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "brigade/base/check.h"
 #include "brigade/base/error.h"
+#include "brigade/base/file_io.h"
 #include "brigade/ckpt/checkpoint.h"
-#include "brigade/ckpt/manifest.h"
 #include "brigade/ckpt/sharded_reader.h"
 #include "brigade/cli/commands.h"
 #include "brigade/data/bpe.h"
 #include "brigade/data/byte_tokenizer.h"
+#include "brigade/infer/generator.h"
 #include "brigade/model/gpt.h"
 #include "brigade/runtime/config.h"
-#include "brigade/tensor/rng.h"
+#include "brigade/runtime/process_group.h"
 #include "brigade/train/checkpointing.h"
 #include "brigade/train/model_factory.h"
+#include "brigade/train/tp_state_pieces.h"
 #include "brigade/train/trainer.h"
 
 namespace brigade::cli {
 
 namespace {
 
+// Bounds on a prompts file: it is read whole.
+constexpr int64_t kMaxPromptsBytes = int64_t{64} << 20;
+constexpr size_t kMaxPrompts = 100'000;
+
 struct GenerateArgs {
   std::string ckpt;
   std::string prompt;
-  int64_t tokens = 200;
-  double temperature = 0.8;
-  int64_t top_k = 40;
+  std::string prompts_file;
+  GenerationOptions options;
   int64_t seed = 0;
+  bool no_kv_cache = false;
 };
 
-// Samples from softmax(logits / temperature) restricted to the top_k largest logits.
-int32_t sample_token(const float* logits, int64_t V, const GenerateArgs& args,
-                     std::vector<int32_t>& order, std::vector<double>& probs, uint64_t index) {
-  std::iota(order.begin(), order.end(), 0);
-  int64_t k = args.top_k > 0 ? std::min(args.top_k, V) : V;
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
-  if (args.temperature <= 0) return order[0];
-  double max_logit = logits[order[0]], sum = 0;
-  for (int64_t i = 0; i < k; ++i) {
-    probs[i] = std::exp((logits[order[i]] - max_logit) / args.temperature);
-    sum += probs[i];
+std::vector<std::string> read_prompts(const std::string& path) {
+  std::istringstream in(read_file(path, kMaxPromptsBytes));
+  std::vector<std::string> prompts;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    if (prompts.size() == kMaxPrompts) {
+      throw ConfigError(fmt::format("--prompts {}: more than {} prompts", path, kMaxPrompts));
+    }
+    prompts.push_back(std::move(line));
   }
-  double u = random_uniform(static_cast<uint64_t>(args.seed), hash_name("generate"), index) * sum;
-  for (int64_t i = 0; i < k; ++i) {
-    u -= probs[i];
-    if (u <= 0) return order[i];
-  }
-  return order[k - 1];
+  if (prompts.empty()) throw ConfigError(fmt::format("--prompts {}: no prompt in it", path));
+  return prompts;
 }
 
-int run_generate(const GenerateArgs& args) {
-  std::string dir = resolve_checkpoint_dir(args.ckpt);
-  const ShardedCheckpointReader reader = ShardedCheckpointReader::open(dir);
-  if (!reader.state().contains("config") || !reader.state().at("config").is_string()) {
-    throw CheckpointError(fmt::format("{}/manifest.json holds no config", dir));
-  }
-  Config config = parse_config(reader.state().at("config").get<std::string>(), dir);
-  if (config.model.kind != "gpt") {
-    throw ConfigError(
-        fmt::format("model.kind = \"{}\": generate needs a gpt checkpoint", config.model.kind));
-  }
+std::unique_ptr<Tokenizer> load_tokenizer(const ShardedCheckpointReader& reader,
+                                          const Config& config) {
   std::unique_ptr<Tokenizer> tokenizer;
   if (const std::optional<std::string> merges = checkpoint_tokenizer(reader)) {
-    tokenizer =
-        std::make_unique<BpeTokenizer>(BpeTokenizer::parse(*merges, dir + "/tokenizer.bpe"));
+    tokenizer = std::make_unique<BpeTokenizer>(
+        BpeTokenizer::parse(*merges, reader.dir() + "/tokenizer.bpe"));
   } else {
     tokenizer = std::make_unique<ByteTokenizer>();
   }
@@ -79,37 +74,80 @@ int run_generate(const GenerateArgs& args) {
     throw CheckpointError(fmt::format(
         "{}: its tokenizer has {} ids but model.vocab = {}; the tokenizer does not belong to "
         "this checkpoint",
-        dir, tokenizer->vocab_size(), config.model.vocab));
+        reader.dir(), tokenizer->vocab_size(), config.model.vocab));
   }
-  configure_kernels(config.train);
-  auto model = make_model(config.model, 1);
-  load_model_weights(reader, *model);
-  auto& gpt = static_cast<Gpt&>(*model);
-  const int64_t T = config.model.seq_len, V = config.model.vocab;
+  return tokenizer;
+}
 
-  std::vector<int32_t> context = tokenizer->encode(args.prompt);
-  if (context.empty()) context.push_back(tokenizer->encode("\n")[0]);
-  Batch batch;
-  batch.size = 1;
-  batch.tokens.resize(static_cast<size_t>(T));
-  std::vector<int32_t> order(static_cast<size_t>(V));
-  std::vector<double> probs(static_cast<size_t>(V));
-  std::vector<int32_t> generated;
-  std::fputs(args.prompt.c_str(), stdout);
-  for (int64_t i = 0; i < args.tokens; ++i) {
-    // The window is the last (at most T) tokens.
-    int64_t n = std::min<int64_t>(static_cast<int64_t>(context.size()), T);
-    std::copy(context.end() - n, context.end(), batch.tokens.begin());
-    batch.seq_len = n;
-    const float* logits = gpt.forward_logits(batch) + (n - 1) * V;
-    int32_t next = sample_token(logits, std::min<int64_t>(V, tokenizer->vocab_size()), args, order,
-                                probs, static_cast<uint64_t>(i));
-    context.push_back(next);
-    std::string piece = tokenizer->decode(std::span<const int32_t>(&next, 1));
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
+int run_generate(GenerateArgs args) {
+  const std::string dir = resolve_checkpoint_dir(args.ckpt);
+  const ShardedCheckpointReader reader = ShardedCheckpointReader::open(dir);
+  if (!reader.state().contains("config") || !reader.state().at("config").is_string()) {
+    throw CheckpointError(fmt::format("{}/manifest.json holds no config", dir));
   }
-  std::fputc('\n', stdout);
+  Config config = parse_config(reader.state().at("config").get<std::string>(), dir);
+  if (config.model.kind != "gpt") {
+    throw ConfigError(
+        fmt::format("model.kind = \"{}\": generate needs a gpt checkpoint", config.model.kind));
+  }
+  std::vector<std::string> prompts = args.prompts_file.empty()
+                                         ? std::vector<std::string>{args.prompt}
+                                         : read_prompts(args.prompts_file);
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(reader, config);
+  configure_kernels(config.train);
+
+  // Tensor parallel over every process of the job (none alone).
+  const DistEnv env = detect_dist_env();
+  const GptConfig gpt = gpt_config(config.model);
+  if (env.world_size > 1) validate_tensor_parallel(gpt, env.world_size, false);
+  ProcessGroup group = join_process_group(config.comm, env);
+  detail::set_log_rank(group.rank());
+  const TpContext tp{.comm = group.world.get(), .sequence_parallel = false};
+  Gpt model(gpt, 1, tp);
+  load_initial_weights(dir, group.world.get(), tp_state_pieces(model.layout(), model.params()));
+
+  const bool print = group.rank() == 0;
+  args.options.sampling.seed = static_cast<uint64_t>(args.seed);
+  args.options.kv_cache = !args.no_kv_cache;
+  if (args.options.kv_cache && gpt.n_experts > 0) {
+    if (print) std::fputs("brigade generate: MoE model: without the key-value cache\n", stderr);
+    args.options.kv_cache = false;
+  }
+  Generator generator(model, *tokenizer, args.options);
+  const bool stream = args.prompts_file.empty();
+  TextCallback on_text;
+  if (stream && print) {
+    std::fputs(args.prompt.c_str(), stdout);
+    on_text = [](size_t, std::string_view piece) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    };
+  }
+  const std::vector<Completion> completions = generator.run(prompts, on_text);
+  if (!print) return 0;
+  if (stream) {
+    std::fputc('\n', stdout);
+  } else {
+    for (size_t i = 0; i < completions.size(); ++i) {
+      const nlohmann::json line = {{"index", i},
+                                   {"prompt", prompts[i]},
+                                   {"completion", completions[i].text},
+                                   {"tokens", completions[i].new_tokens},
+                                   {"finish", completions[i].finish}};
+      const std::string text =
+          line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+      std::fwrite(text.data(), 1, text.size(), stdout);
+    }
+  }
+  const GenerationStats& st = generator.stats();
+  std::fprintf(stderr,
+               "brigade generate: %lld tokens for %zu prompt(s) in %.2f s: %.1f tokens/s (%s, "
+               "batch %lld, %d rank(s); %lld token rows through the model in %lld steps)\n",
+               static_cast<long long>(st.new_tokens), prompts.size(), st.seconds,
+               st.seconds > 0 ? static_cast<double>(st.new_tokens) / st.seconds : 0.0,
+               args.options.kv_cache ? "key-value cache" : "full window per token",
+               static_cast<long long>(args.options.kv_cache ? args.options.batch : 1), group.size(),
+               static_cast<long long>(st.processed_tokens), static_cast<long long>(st.steps));
   return 0;
 }
 
@@ -120,13 +158,29 @@ Command add_generate(CLI::App& app) {
   auto* sub = app.add_subcommand("generate", "sample text from a GPT checkpoint");
   sub->add_option("--ckpt", args->ckpt, "checkpoint folder, or a run folder (newest checkpoint)")
       ->required();
-  sub->add_option("--prompt", args->prompt, "text to continue");
-  sub->add_option("--tokens", args->tokens, "tokens to generate")->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--temperature", args->temperature, "softmax temperature; 0 = greedy")
+  auto* prompt = sub->add_option("--prompt", args->prompt, "text to continue (streamed)");
+  sub->add_option("--prompts", args->prompts_file,
+                  "file of prompts, one per line; answers as JSON lines, in order")
+      ->excludes(prompt);
+  GenerationOptions& o = args->options;
+  sub->add_option("--tokens", o.max_new_tokens, "tokens to generate per prompt")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  sub->add_option("--temperature", o.sampling.temperature, "softmax temperature; 0 = greedy")
       ->check(CLI::Range(0.0, 100.0));
-  sub->add_option("--top-k", args->top_k, "sample among the k most likely tokens; 0 = all")
-      ->check(CLI::Range(0, 1 << 24));
+  sub->add_option("--top-k", o.sampling.top_k, "sample among the k most likely tokens; 0 = all")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  sub->add_option("--top-p", o.sampling.top_p,
+                  "then among the most likely tokens whose probability reaches p; 1 = all")
+      ->check(CLI::Range(1e-9, 1.0));
+  sub->add_option("--stop", o.stop, "end a completion at this string (repeat for several)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->default_str("");
   sub->add_option("--seed", args->seed, "sampling seed")->check(CLI::NonNegativeNumber);
+  sub->add_option("--batch", o.batch, "prompts decoded together")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  sub->add_flag("--no-kv-cache", args->no_kv_cache,
+                "rerun the whole window per token (the baseline; one process)");
   return [args]() { return run_generate(*args); };
 }
 

@@ -40,6 +40,8 @@ class Gpt : public Model {
 
   const GptConfig& config() const { return config_; }
   const GptShard& shard() const { return shard_; }
+  // Offsets of every tensor in params() (this rank's shards).
+  const GptParams& offsets() const { return w_; }
   const TpContext& tp() const { return tp_; }
   // The tp = 1 layout of the same model (layout() itself at tp = 1): what checkpoints store and
   // what parallel/tensor/tp_layout.h gathers into and slices from.

@@ -1,0 +1,119 @@
+// brigade generate end to end on a trained tiny GPT. References: the full-window forward per
+// token (--no-kv-cache, the path the cache replaces) for greedy tokens, also past the context
+// window; one prompt at a time for a batch; one process for tensor parallelism over two; greedy
+// for top-k = 1; the unstopped completion for a stop string.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/run_command.h"
+#include "common/tiny_gpt_config.h"
+
+namespace brigade {
+namespace {
+
+using testing::make_temp_dir;
+using testing::run_command;
+
+class GenerateCommand : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = make_temp_dir("generate-command");
+    const std::string config = dir_ + "/gpt.toml";
+    // vocab 300 > the byte tokenizer's 256: ids 256.. are never decodable, never sampled.
+    std::ofstream(config) << testing::tiny_gpt_config(
+        {{"train.steps", "40"}, {"model.vocab", "300"}, {"model.n_head", "4"}});
+    const auto r = run_command(std::string(BRIGADE_BINARY) + " train " + config +
+                                   " --set run.out_dir=" + dir_ + " --set run.name=gpt",
+                               180);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::ofstream(dir_ + "/prompts.txt")
+        << "The meaning of\nA\nWhy do birds\n\nQ: what is\nShe said \"no\n"
+        << "Once upon a time there was a\nx\n%\n";
+  }
+  // Completions of the prompts file (JSON lines on stdout, in order).
+  std::vector<nlohmann::json> completions(const std::string& args, int nproc = 1) {
+    const std::string bin = BRIGADE_BINARY;
+    const std::string cmd =
+        (nproc == 1 ? bin : bin + " launch --nproc " + std::to_string(nproc) + " --") +
+        " generate --ckpt " + dir_ + "/gpt --prompts " + dir_ + "/prompts.txt " + args +
+        " 2>/dev/null";
+    const auto r = run_command(cmd, 120);
+    EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
+    std::vector<nlohmann::json> out;
+    std::istringstream in(r.output);
+    for (std::string line; std::getline(in, line);) {
+      const size_t brace = line.find('{');  // "[rank 0] " under launch
+      if (brace != std::string::npos) out.push_back(nlohmann::json::parse(line.substr(brace)));
+    }
+    EXPECT_EQ(out.size(), 8u) << r.output;
+    return out;
+  }
+  static std::vector<std::string> texts(const std::vector<nlohmann::json>& c) {
+    std::vector<std::string> t;
+    for (const auto& j : c) t.push_back(j.at("completion"));
+    return t;
+  }
+  static std::string dir_;
+};
+std::string GenerateCommand::dir_;
+
+TEST_F(GenerateCommand, KvCacheGreedyEqualsTheFullWindowEvenPastTheContext) {
+  // 50 new tokens run past seq_len = 32: both shift the window alike.
+  const auto cached = completions("--temperature 0 --tokens 50");
+  EXPECT_EQ(texts(cached), texts(completions("--temperature 0 --tokens 50 --no-kv-cache")));
+  for (const auto& c : cached) {
+    EXPECT_EQ(c.at("tokens"), 50);
+    EXPECT_EQ(c.at("finish"), "length");
+  }
+  EXPECT_EQ(texts(cached), texts(completions("--top-k 1 --temperature 1.5 --tokens 50")));
+}
+
+TEST_F(GenerateCommand, ABatchEqualsOnePromptAtATime) {
+  const std::string sampled = "--temperature 1.0 --top-k 0 --top-p 0.9 --tokens 24";
+  const auto batched = completions(sampled + " --seed 7 --batch 3");  // 8 prompts, 3 slots
+  EXPECT_EQ(texts(batched), texts(completions(sampled + " --seed 7 --batch 1")));
+  EXPECT_NE(texts(batched), texts(completions(sampled + " --seed 8 --batch 3")));
+}
+
+TEST_F(GenerateCommand, TensorParallelOverTwoProcessesEqualsOne) {
+  const std::string sampled = "--temperature 0.9 --top-k 20 --seed 3 --tokens 24";
+  EXPECT_EQ(texts(completions(sampled, 2)), texts(completions(sampled)));
+}
+
+TEST_F(GenerateCommand, AStopStringEndsTheCompletionBeforeIt) {
+  const auto full = completions("--temperature 0 --tokens 40");
+  // A stop string taken from the middle of the first completion.
+  const std::string first = full[0].at("completion");
+  ASSERT_GE(first.size(), 12u);
+  const std::string stop = first.substr(8, 3);
+  const auto stopped = completions("--temperature 0 --tokens 40 --stop '" + stop + "'");
+  for (size_t i = 0; i < full.size(); ++i) {
+    const std::string text = full[i].at("completion");
+    const size_t at = text.find(stop);
+    if (at == std::string::npos) {
+      EXPECT_EQ(stopped[i].at("completion"), text) << i;
+      EXPECT_EQ(stopped[i].at("finish"), "length") << i;
+    } else {
+      EXPECT_EQ(stopped[i].at("completion"), text.substr(0, at)) << i;
+      EXPECT_EQ(stopped[i].at("finish"), "stop") << i;
+    }
+  }
+}
+
+TEST_F(GenerateCommand, RefusesWhatItCannotDo) {
+  const std::string bin = BRIGADE_BINARY;
+  const auto empty =
+      run_command("printf '\\n\\n' > " + dir_ + "/none.txt && " + bin + " generate --ckpt " + dir_ +
+                  "/gpt --prompts " + dir_ + "/none.txt");
+  EXPECT_EQ(empty.exit_code, 2) << empty.output;
+  const auto tp3 = run_command(bin + " launch --nproc 3 -- generate --ckpt " + dir_ +
+                               "/gpt --prompt x --tokens 2");
+  EXPECT_NE(tp3.exit_code, 0) << tp3.output;  // 4 heads do not split 3 ways
+  EXPECT_NE(tp3.output.find("n_head"), std::string::npos) << tp3.output;
+}
+
+}  // namespace
+}  // namespace brigade
