@@ -143,7 +143,8 @@ TEST_F(EvalCommand, RefusesWhatItCannotEvaluate) {
   EXPECT_EQ(missing.exit_code, 3) << missing.output;
   train(testing::tiny_gpt_config({{"train.steps", "2"}}), "small");
   const auto mesh = brigade("eval --ckpt " + dir_ + "/small --set parallel.tp=3", 2);
-  EXPECT_NE(mesh.exit_code, 0) << mesh.output;
+  EXPECT_EQ(mesh.exit_code, 2) << mesh.output;  // the launcher's own check: no worker started
+  EXPECT_EQ(mesh.output.find("worker(s)"), std::string::npos) << mesh.output;
   EXPECT_NE(mesh.output.find("tp=3"), std::string::npos) << mesh.output;
   const auto images = brigade("eval --ckpt " + dir_ + "/small --all --set data.source=shards");
   EXPECT_EQ(images.exit_code, 2) << images.output;

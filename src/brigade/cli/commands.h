@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+namespace brigade {
+struct EvalJob;  // train/eval_job.h
+}
+
 namespace brigade::cli {
 
 using Command = std::function<int()>;
@@ -28,8 +32,12 @@ Command add_keygen(CLI::App& app);
 // repeated for several (a second bare value would be ambiguous with a positional path).
 CLI::Option* add_set_option(CLI::App* sub, std::vector<std::string>& overrides);
 
+// The options of `brigade eval` (also parsed by the launcher's check of an eval job).
+void add_eval_options(CLI::App* sub, EvalJob& job);
+
 // For `brigade launch`: when the worker command is `train <config> [--set ...]`, loads and
-// validates that config, so a bad one is refused (ConfigError) before any worker starts.
+// validates that config, so a bad one is refused (ConfigError) before any worker starts; an
+// `eval` job's checkpoint, config and layout likewise (train/eval_job.h check_eval_job).
 // Other worker commands are left to the workers. world_size > 0: the job's process count, checked
 // against the [parallel] mesh (train/hybrid_layout.h). Returns what the launcher needs to know
 // of the job.

@@ -5,6 +5,7 @@
 #include "brigade/base/thread_name.h"
 #include "brigade/cli/commands.h"
 #include "brigade/runtime/config.h"
+#include "brigade/train/eval_job.h"
 #include "brigade/train/hybrid_layout.h"
 #include "brigade/train/job_check.h"
 #include "brigade/train/trainer.h"
@@ -37,11 +38,24 @@ CLI::Option* add_set_option(CLI::App* sub, std::vector<std::string>& overrides) 
 
 WorkerConfigFacts validate_worker_config(const std::vector<std::string>& worker_args,
                                          int world_size) {
-  if (worker_args.empty() || worker_args[0] != "train") return {};
+  if (worker_args.empty()) return {};
+  std::vector<std::string> rest(worker_args.rbegin(), worker_args.rend() - 1);  // CLI11: reversed
+  if (worker_args[0] == "eval") {
+    CLI::App app("worker");
+    EvalJob job;
+    add_eval_options(&app, job);
+    try {
+      app.parse(rest);
+    } catch (const CLI::ParseError&) {
+      return {};  // the worker reports its own command-line errors
+    }
+    check_eval_job(job, world_size > 0 ? world_size : 1);
+    return {};
+  }
+  if (worker_args[0] != "train") return {};
   CLI::App app("worker");
   ConfigArgs args;
   add_config_args(&app, args);
-  std::vector<std::string> rest(worker_args.rbegin(), worker_args.rend() - 1);  // CLI11: reversed
   try {
     app.parse(rest);
   } catch (const CLI::ParseError&) {

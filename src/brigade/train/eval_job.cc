@@ -54,6 +54,14 @@ void report(const EvalJob& job, const nlohmann::json& figures, const std::string
 
 }  // namespace
 
+void check_eval_job(const EvalJob& job, int64_t world_size) {
+  const ShardedCheckpointReader reader =
+      ShardedCheckpointReader::open(resolve_checkpoint_dir(job.checkpoint));
+  const Config config = evaluation_config(reader, job);
+  check_world_size(config, world_size);
+  check_data_paths(config);
+}
+
 int run_eval_job(const EvalJob& job) {
   const std::string dir = resolve_checkpoint_dir(job.checkpoint);
   const ShardedCheckpointReader reader = ShardedCheckpointReader::open(dir);

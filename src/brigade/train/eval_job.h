@@ -26,4 +26,9 @@ struct EvalJob {
 // does not fit, CheckpointError for an unreadable checkpoint).
 int run_eval_job(const EvalJob& job);
 
+// What run_eval_job checks before any process joins: the checkpoint, its config with the job's
+// overrides, the layout against world_size processes and the data paths. `brigade launch` calls
+// it before starting the workers, so a bad job exits 2 (or 3, 4) at once.
+void check_eval_job(const EvalJob& job, int64_t world_size);
+
 }  // namespace brigade
