@@ -51,9 +51,16 @@ class ConfigTarget final : public Target {
 class ConfigSetTarget final : public Target {
  public:
   std::vector<std::string> seeds() override {
-    return {"train.lr=3e-4",         "model.hidden=[64, 32]", "run.name=\"x\"",
-            "sync.method=diloco",    "model.n_experts=8",     "train.nesterov=true",
-            "data.path=/tmp/shards", "comm.timeout_s=1.5",    "parallel.layer_split=[1, 3]"};
+    return {"train.lr=3e-4",
+            "model.hidden=[64, 32]",
+            "run.name=\"x\"",
+            "sync.method=diloco",
+            "model.n_experts=8",
+            "train.nesterov=true",
+            "data.path=/tmp/shards",
+            "comm.timeout_s=1.5",
+            "parallel.layer_split=[1, 3]",
+            "lora.rank=4"};
   }
 
   Outcome run(std::string_view input) override {

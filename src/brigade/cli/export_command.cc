@@ -1,6 +1,7 @@
 // brigade export: writes a GPT checkpoint as a Hugging Face GPT2LMHeadModel folder
 // (model.safetensors + config.json), with its tokenizer as Hugging Face tokenizers reads it
-// (tokenizer.json, tokenizer_config.json) and the run's BPE merges when it has them.
+// (tokenizer.json, tokenizer_config.json) and the run's BPE merges when it has them. A run with
+// LoRA adapters exports as the plain GPT-2 they merge into (model/lora_merge.h).
 #include <fmt/format.h>
 #include <sys/stat.h>
 
@@ -19,6 +20,7 @@
 #include "brigade/data/bpe.h"
 #include "brigade/data/hf_tokenizer.h"
 #include "brigade/model/gpt.h"
+#include "brigade/model/lora_merge.h"
 #include "brigade/runtime/config.h"
 #include "brigade/train/checkpointing.h"
 #include "brigade/train/model_factory.h"
@@ -61,12 +63,23 @@ int run_export(const ExportArgs& args) {
         fmt::format("model.kind = \"{}\" in {}: only GPT checkpoints export to Hugging Face GPT-2",
                     config.model.kind, dir));
   }
-  const GptConfig gpt = gpt_config(config.model);  // with its experts, if it has them
-  Gpt model(gpt, 1);
+  const GptConfig trained = gpt_config(config.model);  // with its experts, if it has them
+  Gpt model(trained, 1);
   load_model_weights(reader, model);
+  // LoRA adapters are merged into the weights they adapt: the folder holds a plain GPT-2.
+  const GptConfig gpt = without_lora(trained);
+  ParamLayout layout;
+  std::vector<ParamGroup> groups;
+  build_gpt_layout(gpt, make_gpt_shard(gpt, 1, 0), layout, groups);
+  std::vector<float> params(static_cast<size_t>(layout.total()));
+  merge_lora_into_base(trained, model.layout(), model.params(), layout, params.data());
 
-  save_hf_gpt2(args.out, gpt, model.layout(), model.params(),
-               {{"brigade_checkpoint", dir}, {"brigade_step", std::to_string(reader.step())}});
+  StMetadata metadata = {{"brigade_checkpoint", dir},
+                         {"brigade_step", std::to_string(reader.step())}};
+  if (trained.lora())
+    metadata["brigade_lora_merged"] =
+        fmt::format("rank {}, alpha {}", trained.lora_rank, trained.lora_alpha);
+  save_hf_gpt2(args.out, gpt, layout, params.data(), metadata);
   // The merges go along so `brigade import` (and a person) can tokenize as the model was
   // trained. A byte-level model has none: drop a stale copy from an earlier export.
   const std::string merges_out = args.out + "/" + kMergesFile;
@@ -86,9 +99,14 @@ int run_export(const ExportArgs& args) {
                     hf_tokenizer_config_json(config.model.seq_len));
   std::printf(
       "exported step %lld of %s to %s: %s (%zu tensors, %lld parameters, F32; "
-      "lm_head.weight omitted: it is tied to transformer.wte.weight), %s%s%s%s\n",
+      "lm_head.weight omitted: it is tied to transformer.wte.weight%s), %s%s%s%s\n",
       static_cast<long long>(reader.step()), dir.c_str(), args.out.c_str(), kHfWeightsFile,
-      model.layout().specs().size(), static_cast<long long>(model.num_params()), kHfConfigFile,
+      layout.specs().size(), static_cast<long long>(layout.total()),
+      trained.lora()
+          ? fmt::format("; LoRA adapters of rank {} merged into their layers", trained.lora_rank)
+                .c_str()
+          : "",
+      kHfConfigFile,
       gpt.moe() ? " (model_type brigade_gpt2_moe: transformers has no GPT-2 with experts; "
                   "brigade import reads it)"
                 : "",

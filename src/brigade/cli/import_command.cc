@@ -151,6 +151,12 @@ int run_import(const ImportArgs& args) {
     throw ConfigError(
         fmt::format("model.kind = \"{}\": import reads GPT-2 models (\"gpt\")", config.model.kind));
   }
+  if (config.model.lora_rank > 0) {
+    throw ConfigError(fmt::format(
+        "lora.rank = {}: import writes a base model; import with lora.rank = 0, then start the "
+        "LoRA run from it with train.init_from (its adapters start fresh)",
+        config.model.lora_rank));
+  }
   if (config.run.resume != "auto") {
     throw ConfigError(
         fmt::format("run.resume = \"{}\": `brigade train` would ignore the imported "

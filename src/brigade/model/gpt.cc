@@ -51,7 +51,8 @@ Gpt::Gpt(const GptConfig& config, int64_t max_batch, const TpContext& tp)
     acts_.emplace_back().allocate(config_, shard_, max_batch_, rows, any_dense);
   }
   head_.allocate(config_, shard_, max_batch_, rows);
-  scratch_.allocate(BT, tp_.sp() ? rows : 0, C, shard_.fc_local);  // rows: SP only
+  scratch_.allocate(BT, tp_.sp() ? rows : 0, C, shard_.fc_local,
+                    config_.lora_rank);  // rows: SP only
   dresidual_.resize(static_cast<size_t>(rows * C));
 }
 

@@ -47,10 +47,14 @@ float block_forward(const GptPass& pass, const GptBlockParams& w, const float* p
                      p + w.ln1_b, s);
   timed(pass.profiler, Op::kMatmulForward, matmul_forward, a.qkv.data(), a.attn_in.data(),
         p + w.attn_w, p + w.attn_b, BT, C, 3 * Cl);
+  if (const LoraSite lora = lora_site(pass, w.lora_attn, p, nullptr, s); lora.on())
+    timed(pass.profiler, Op::kMatmulForward, lora_forward, a.qkv.data(), a.attn_in.data(), lora, BT,
+          C, 3 * Cl);
   timed(pass.profiler, Op::kAttentionForward, attention_forward, a.atty.data(), a.lse.data(),
         a.qkv.data(), pass.B, pass.T, Cl, NHl);
   row_parallel_exit_forward(pass, a.residual2.data(), x, a.atty.data(), p + w.attn_proj_w,
-                            p + w.attn_proj_b, Cl, s);
+                            p + w.attn_proj_b, Cl, s,
+                            lora_site(pass, w.lora_attn_proj, p, nullptr, s));
   // MLP: residual3 = residual2 + c_proj(gelu(c_fc(ln_2(residual2)))).
   norm_enter_forward(pass, a.mlp_in.data(), a.ln2_mean.data(), a.ln2_rstd.data(),
                      a.residual2.data(), p + w.ln2_w, p + w.ln2_b, s);
@@ -64,9 +68,13 @@ float block_forward(const GptPass& pass, const GptBlockParams& w, const float* p
   }
   timed(pass.profiler, Op::kMatmulForward, matmul_forward, a.fch.data(), a.mlp_in.data(),
         p + w.fc_w, p + w.fc_b, BT, C, Fl);
+  if (const LoraSite lora = lora_site(pass, w.lora_fc, p, nullptr, s); lora.on())
+    timed(pass.profiler, Op::kMatmulForward, lora_forward, a.fch.data(), a.mlp_in.data(), lora, BT,
+          C, Fl);
   timed(pass.profiler, Op::kGeluForward, gelu_forward, a.fch_gelu.data(), a.fch.data(), BT * Fl);
   row_parallel_exit_forward(pass, a.residual3.data(), a.residual2.data(), a.fch_gelu.data(),
-                            p + w.fc_proj_w, p + w.fc_proj_b, Fl, s);
+                            p + w.fc_proj_w, p + w.fc_proj_b, Fl, s,
+                            lora_site(pass, w.lora_fc_proj, p, nullptr, s));
   return 0.0f;
 }
 
@@ -87,12 +95,16 @@ void block_backward_mlp(const GptPass& pass, const GptBlockParams& w, const floa
   float* dfch = s.d4c_b.data();
   zero_prefix(pass, s.d4c_a, BT * Fl);
   row_parallel_exit_backward(pass, dfch_gelu, g + w.fc_proj_w, g + w.fc_proj_b, dres,
-                             a.fch_gelu.data(), p + w.fc_proj_w, Fl, s);
+                             a.fch_gelu.data(), p + w.fc_proj_w, Fl, s,
+                             lora_site(pass, w.lora_fc_proj, p, g, s));
   zero_prefix(pass, s.d4c_b, BT * Fl);
   timed(pass.profiler, Op::kGeluBackward, gelu_backward, dfch, a.fch.data(), dfch_gelu, BT * Fl);
   zero_prefix(pass, s.din, BT * C);
   timed(pass.profiler, Op::kMatmulBackward, matmul_backward, s.din.data(), g + w.fc_w, g + w.fc_b,
         dfch, a.mlp_in.data(), p + w.fc_w, BT, C, Fl);
+  if (const LoraSite lora = lora_site(pass, w.lora_fc, p, g, s); lora.on())
+    timed(pass.profiler, Op::kMatmulBackward, lora_backward, s.din.data(), dfch, a.mlp_in.data(),
+          lora, BT, C, Fl);
   norm_enter_backward(pass, dres, g + w.ln2_w, g + w.ln2_b, s.din.data(), a.residual2.data(),
                       p + w.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), s);
 }
@@ -106,13 +118,16 @@ void block_backward_attention(const GptPass& pass, const GptBlockParams& w, cons
   float* dqkv = s.d4c_a.data();   // (BT,3Cl)
   zero_prefix(pass, s.d4c_b, BT * Cl);
   row_parallel_exit_backward(pass, datty, g + w.attn_proj_w, g + w.attn_proj_b, dres, a.atty.data(),
-                             p + w.attn_proj_w, Cl, s);
+                             p + w.attn_proj_w, Cl, s, lora_site(pass, w.lora_attn_proj, p, g, s));
   zero_prefix(pass, s.d4c_a, BT * 3 * Cl);
   timed(pass.profiler, Op::kAttentionBackward, attention_backward, dqkv, datty, a.qkv.data(),
         a.atty.data(), a.lse.data(), pass.B, pass.T, Cl, NHl);
   zero_prefix(pass, s.din, BT * C);
   timed(pass.profiler, Op::kMatmulBackward, matmul_backward, s.din.data(), g + w.attn_w,
         g + w.attn_b, dqkv, a.attn_in.data(), p + w.attn_w, BT, C, 3 * Cl);
+  if (const LoraSite lora = lora_site(pass, w.lora_attn, p, g, s); lora.on())
+    timed(pass.profiler, Op::kMatmulBackward, lora_backward, s.din.data(), dqkv, a.attn_in.data(),
+          lora, BT, C, 3 * Cl);
   norm_enter_backward(pass, dres, g + w.ln1_w, g + w.ln1_b, s.din.data(), x, p + w.ln1_w,
                       a.ln1_mean.data(), a.ln1_rstd.data(), s);
 }
@@ -129,6 +144,8 @@ void block_backward_input(const GptPass& pass, const GptBlockParams& w, const fl
     block_backward_attention(pass, w, p, g, a, x, dres, s);
     return;
   }
+  // GptStage refuses a split backward with LoRA adapters (ConfigError) before it gets here.
+  BRIGADE_CHECK(!pass.config->lora()) << "split backward with LoRA adapters";
   const int64_t BT = pass.BT, C = pass.C;
   const int64_t Cl = pass.shard->c_local, NHl = pass.shard->heads_local;
   const int64_t Fl = pass.shard->fc_local;

@@ -2,8 +2,10 @@
 // One GPT-2 block, x -> x + attn(ln_1(x)) -> (+ mlp(ln_2(.))), as two sublayers built from
 // gpt_sublayer.h, tensor-parallel when the pass's TpContext is: c_attn and mlp.c_fc are
 // column-parallel (this rank's heads, this rank's 4C/tp features), attn.c_proj and mlp.c_proj
-// row-parallel. A mixture-of-experts block (GptBlockParams::is_moe) runs its MLP through a
-// MoeMlp instead, which holds that layer's routing for one micro-batch (so the caller keeps one
+// row-parallel. LoRA adapters (GptBlockParams::lora_*, model/lora.h) add their low-rank term to
+// the layers they target, in forward and in the fused backward (tp = 1; the split backward below
+// does not support them). A mixture-of-experts block (GptBlockParams::is_moe) runs its MLP through
+// a MoeMlp instead, which holds that layer's routing for one micro-batch (so the caller keeps one
 // per MoE block and runs one forward before each backward; tp = 1 only). A dense block owns no
 // state; its activations for one micro-batch live in a BlockActivations, so a caller (the whole
 // model, or a pipeline stage holding a range of blocks and several micro-batches in flight) decides

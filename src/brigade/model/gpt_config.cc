@@ -28,6 +28,25 @@ void GptConfig::validate() const {
   if (n_experts < 0)
     throw ConfigError("model.n_experts = " + std::to_string(n_experts) +
                       ": must be >= 0 (0 = dense MLPs)");
+  if (lora_rank < 0)
+    throw ConfigError("lora.rank = " + std::to_string(lora_rank) +
+                      ": must be >= 0 (0 = no adapters)");
+  if (lora()) {
+    if (lora_targets == 0)
+      throw ConfigError("lora.targets = []: lora.rank = " + std::to_string(lora_rank) +
+                        " needs at least one layer to adapt (\"attn.c_attn\", ...)");
+    if (!(lora_alpha > 0.0 && lora_alpha <= 1e6))
+      throw ConfigError("lora.alpha = " + std::to_string(lora_alpha) + ": must be in (0, 1e6]");
+    if (lora_rank > d_model)
+      throw ConfigError("lora.rank = " + std::to_string(lora_rank) +
+                        ": must be at most model.d_model = " + std::to_string(d_model) +
+                        " (the smallest side of an adapted layer)");
+    if (moe())
+      throw ConfigError(
+          "lora.rank = " + std::to_string(lora_rank) +
+          " with model.n_experts = " + std::to_string(n_experts) +
+          ": adapters are supported on dense GPT blocks only; use model.n_experts = 0");
+  }
   if (!moe()) return;
   if (moe_every < 1 || moe_every > n_layer)
     throw ConfigError("model.moe_every = " + std::to_string(moe_every) +

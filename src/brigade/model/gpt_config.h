@@ -23,11 +23,21 @@ struct GptConfig {
   // Activation recomputation (train.recompute = "block"): forward keeps only each block's input
   // and backward re-runs the block's forward before its backward. Gradients are bitwise the same.
   bool recompute_blocks = false;
+  // LoRA adapters (model/lora.h, the [lora] keys): with lora_rank > 0 every linear layer of
+  // lora_targets (kLora* bits) in every block gains lora_A (r, in) and lora_B (out, r),
+  // scaled by lora_alpha / r. 0 = no adapters (the plain model, bitwise).
+  int64_t lora_rank = 0;
+  double lora_alpha = 16.0;
+  unsigned lora_targets = 0;
 
   // Throws ConfigError naming the field when a value is out of range.
   void validate() const;
 
   bool moe() const { return n_experts > 0; }
+  bool lora() const { return lora_rank > 0; }
+  float lora_scale() const {
+    return static_cast<float>(lora_alpha / static_cast<double>(lora_rank));
+  }
   // Whether block l has a mixture-of-experts MLP.
   bool moe_block(int64_t l) const { return moe() && (l + 1) % moe_every == 0; }
   // The MoE layer's configuration (valid when moe()).

@@ -48,6 +48,12 @@ GptParams build_gpt_layout(const GptConfig& c, const GptShard& s, ParamLayout& l
                       ": mixture-of-experts blocks do not support tensor parallelism yet "
                       "(parallel.tp = " +
                       std::to_string(s.tp_size) + "); use parallel.tp = 1");
+  if (c.lora() && s.tp_size > 1)
+    throw ConfigError("lora.rank = " + std::to_string(c.lora_rank) +
+                      ": LoRA adapters do not support tensor parallelism yet (parallel.tp = " +
+                      std::to_string(s.tp_size) +
+                      "); use parallel.tp = 1 (data or pipeline "
+                      "parallelism work)");
   const int64_t V = c.vocab, T = c.seq_len, C = c.d_model;
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(c.n_layer));
   const auto R = TpSplit::kReplicated, D0 = TpSplit::kDim0, D1 = TpSplit::kDim1;
@@ -83,6 +89,20 @@ GptParams build_gpt_layout(const GptConfig& c, const GptShard& s, ParamLayout& l
     return add(name, {n}, init, 0.0f, false, split, parts);
   };
 
+  // An adapter of layer `layer` (out, in) when lora_targets has `bit`.
+  auto adapter = [&](const std::string& layer, unsigned bit, int64_t out, int64_t in) {
+    LoraParams a;
+    if (!(c.lora_targets & bit) || !c.lora()) return a;
+    const float bound = 1.0f / std::sqrt(static_cast<float>(in));
+    a.a = layout.add({.name = layer + ".lora_A.weight",
+                      .shape = {c.lora_rank, in},
+                      .init = Init::kUniform,
+                      .init_bound = bound});
+    a.b = layout.add(
+        {.name = layer + ".lora_B.weight", .shape = {out, c.lora_rank}, .init = Init::kZeros});
+    return a;
+  };
+
   GptParams p;
   p.wte = weight("wte.weight", {V, C}, 0.02f, D0);
   p.wpe = weight("wpe.weight", {T, C}, 0.02f, R);
@@ -96,6 +116,8 @@ GptParams build_gpt_layout(const GptConfig& c, const GptShard& s, ParamLayout& l
     b.attn_b = vec(h + "attn.c_attn.bias", 3 * C, Init::kZeros, D0, 3);
     b.attn_proj_w = weight(h + "attn.c_proj.weight", {C, C}, proj_std, D1);
     b.attn_proj_b = vec(h + "attn.c_proj.bias", C, Init::kZeros, R);
+    b.lora_attn = adapter(h + "attn.c_attn", kLoraAttn, 3 * C, C);
+    b.lora_attn_proj = adapter(h + "attn.c_proj", kLoraAttnProj, C, C);
     b.ln2_w = vec(h + "ln_2.weight", C, Init::kOnes, R);
     b.ln2_b = vec(h + "ln_2.bias", C, Init::kZeros, R);
     if (c.moe_block(l)) {
@@ -111,6 +133,8 @@ GptParams build_gpt_layout(const GptConfig& c, const GptShard& s, ParamLayout& l
     b.fc_b = vec(h + "mlp.c_fc.bias", 4 * C, Init::kZeros, D0);
     b.fc_proj_w = weight(h + "mlp.c_proj.weight", {C, 4 * C}, proj_std, D1);
     b.fc_proj_b = vec(h + "mlp.c_proj.bias", C, Init::kZeros, R);
+    b.lora_fc = adapter(h + "mlp.c_fc", kLoraFc, 4 * C, C);
+    b.lora_fc_proj = adapter(h + "mlp.c_proj", kLoraFcProj, C, 4 * C);
     b.end = layout.total();
     p.blocks.push_back(b);
   }

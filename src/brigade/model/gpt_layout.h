@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "brigade/model/gpt_config.h"
+#include "brigade/model/lora.h"
 #include "brigade/model/model.h"
 #include "brigade/model/moe/moe_params.h"
 #include "brigade/model/param_spec.h"
@@ -44,6 +45,10 @@ GptShard make_gpt_shard(const GptConfig& config, int tp_size, int tp_rank);
 struct GptBlockParams {
   int64_t ln1_w, ln1_b, attn_w, attn_b, attn_proj_w, attn_proj_b;
   int64_t ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
+  // LoRA adapters (GptConfig::lora_targets; -1 offsets otherwise). The attention half's sit after
+  // attn.c_proj.bias and the MLP half's after mlp.c_proj.bias, so each half stays one range
+  // ([begin, ln2_w) and [ln2_w, end)) whose gradients backward finishes together.
+  LoraParams lora_attn, lora_attn_proj, lora_fc, lora_fc_proj;
   int64_t begin, end;  // [begin, end): the block's whole range
   bool is_moe = false;
   MoeParams moe;  // is_moe only: every expert (no expert parallelism in the GPT yet)
@@ -59,7 +64,9 @@ struct GptParams {
 // matrix except the two c_proj weights, which get 0.02/sqrt(2 n_layer) (GPT-2's residual
 // scaling); biases zero; LayerNorm gains one; vocab padding rows zero. MoE blocks: the router
 // and c_fc get normal(0, 0.02), each expert's c_proj the same scaled std as a dense c_proj.
-// Throws ConfigError for MoE blocks under tensor parallelism (not supported yet).
+// LoRA adapters: lora_A uniform in +-1/sqrt(in) (PEFT's Kaiming-uniform), lora_B zero.
+// Throws ConfigError for MoE blocks or LoRA adapters under tensor parallelism (not supported
+// yet).
 GptParams build_gpt_layout(const GptConfig& config, const GptShard& shard, ParamLayout& layout,
                            std::vector<ParamGroup>& groups);
 

@@ -75,12 +75,26 @@ GptBlockParams block_params_by_name(const ParamLayout& layout, const GptConfig& 
   b.attn_proj_b = at("attn.c_proj.bias");
   b.ln2_w = at("ln_2.weight");
   b.ln2_b = at("ln_2.bias");
+  const auto adapter = [&](const std::string& layer, unsigned bit) {
+    LoraParams a;
+    if (c.lora() && (c.lora_targets & bit)) {
+      a.a = at(layer + ".lora_A.weight");
+      a.b = at(layer + ".lora_B.weight");
+    }
+    return a;
+  };
+  b.lora_attn = adapter("attn.c_attn", kLoraAttn);
+  b.lora_attn_proj = adapter("attn.c_proj", kLoraAttnProj);
   if (!c.moe_block(l)) {
     b.fc_w = at("mlp.c_fc.weight");
     b.fc_b = at("mlp.c_fc.bias");
     b.fc_proj_w = at("mlp.c_proj.weight");
     b.fc_proj_b = at("mlp.c_proj.bias");
-    b.end = end_of("mlp.c_proj.bias");
+    b.lora_fc = adapter("mlp.c_fc", kLoraFc);
+    b.lora_fc_proj = adapter("mlp.c_proj", kLoraFcProj);
+    b.end = b.lora_fc_proj.on()
+                ? end_of("mlp.c_proj.lora_B.weight")
+                : (b.lora_fc.on() ? end_of("mlp.c_fc.lora_B.weight") : end_of("mlp.c_proj.bias"));
     return b;
   }
   b.is_moe = true;
@@ -197,7 +211,13 @@ GptStage::GptStage(const GptStageConfig& config, const TpContext& tp, Communicat
   }
 
   work_.allocate(m, shard_, B, rows_);
-  scratch_.allocate(BT, tp_.sp() ? rows_ : 0, C_, shard_.fc_local);
+  scratch_.allocate(BT, tp_.sp() ? rows_ : 0, C_, shard_.fc_local, m.lora_rank);
+  if (config_.split_backward && m.lora()) {
+    throw ConfigError(
+        "lora.rank = " + std::to_string(m.lora_rank) +
+        " with a zero-bubble schedule (split backward): the adapters have no split backward yet; "
+        "use parallel.schedule = \"1f1b\", \"gpipe\" or \"interleaved\"");
+  }
   dres_.resize(static_cast<size_t>(rows_ * C_));
   if (m.recompute_blocks) {
     // Only each block's output is kept (the next block's input); backward re-runs the forward.

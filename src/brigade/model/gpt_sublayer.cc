@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "brigade/base/check.h"
 #include "brigade/kernels/cpu/layernorm.h"
 #include "brigade/kernels/cpu/matmul.h"
 #include "brigade/kernels/cpu/residual.h"
@@ -11,7 +12,8 @@
 
 namespace brigade {
 
-void GptScratch::allocate(int64_t max_bt, int64_t max_rows, int64_t C, int64_t fc_local) {
+void GptScratch::allocate(int64_t max_bt, int64_t max_rows, int64_t C, int64_t fc_local,
+                          int64_t lora_rank) {
   const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
   full.resize(sz(max_bt * C));
   din.resize(sz(max_bt * C));
@@ -19,6 +21,24 @@ void GptScratch::allocate(int64_t max_bt, int64_t max_rows, int64_t C, int64_t f
   d4c_a.resize(sz(max_bt * fc_local));
   d4c_b.resize(sz(max_bt * fc_local));
   dnorm.resize(sz(2 * C));
+  lora_u.resize(sz(max_bt * lora_rank));
+  lora_du.resize(sz(max_bt * lora_rank));
+}
+
+LoraSite lora_site(const GptPass& pass, const LoraParams& params, const float* p, float* g,
+                   GptScratch& s) {
+  if (!params.on()) return {};
+  BRIGADE_CHECK(!pass.tp->active()) << "LoRA adapters under tensor parallelism";
+  BRIGADE_CHECK(static_cast<int64_t>(s.lora_u.size()) >= pass.BT * pass.config->lora_rank)
+      << "GptScratch allocated without LoRA buffers";
+  return LoraSite{.a = p + params.a,
+                  .b = p + params.b,
+                  .da = g ? g + params.a : nullptr,
+                  .db = g ? g + params.b : nullptr,
+                  .u = s.lora_u.data(),
+                  .du = s.lora_du.data(),
+                  .rank = pass.config->lora_rank,
+                  .scale = pass.config->lora_scale()};
 }
 
 void zero_prefix(const GptPass& pass, std::vector<float>& v, int64_t n) {
@@ -61,12 +81,15 @@ void norm_enter_backward(const GptPass& pass, float* dres, float* dw, float* db,
 
 void row_parallel_exit_forward(const GptPass& pass, float* out, const float* x, const float* inp,
                                const float* weight, const float* bias, int64_t in_local,
-                               GptScratch& s) {
+                               GptScratch& s, const LoraSite& lora) {
   const TpContext& tp = *pass.tp;
   const int64_t C = pass.C;
   float* partial = s.full.data();
   timed(pass.profiler, Op::kMatmulForward, matmul_forward, partial, inp, weight,
         tp.active() ? nullptr : bias, pass.BT, in_local, C);
+  if (lora.on())
+    timed(pass.profiler, Op::kMatmulForward, lora_forward, partial, inp, lora, pass.BT, in_local,
+          C);
   float* y = partial;
   if (tp.sp()) {
     y = s.rows.data();
@@ -80,7 +103,7 @@ void row_parallel_exit_forward(const GptPass& pass, float* out, const float* x, 
 
 void row_parallel_exit_backward(const GptPass& pass, float* dinp, float* dweight, float* dbias,
                                 const float* dres, const float* inp, const float* weight,
-                                int64_t in_local, GptScratch& s) {
+                                int64_t in_local, GptScratch& s, const LoraSite& lora) {
   const TpContext& tp = *pass.tp;
   const float* dy = dres;  // g's backward is the identity without sequence parallelism
   if (tp.sp()) {
@@ -89,6 +112,9 @@ void row_parallel_exit_backward(const GptPass& pass, float* dinp, float* dweight
   }
   timed(pass.profiler, Op::kMatmulBackward, matmul_backward, dinp, dweight, dbias, dy, inp, weight,
         pass.BT, in_local, pass.C);
+  if (lora.on())
+    timed(pass.profiler, Op::kMatmulBackward, lora_backward, dinp, dy, inp, lora, pass.BT, in_local,
+          pass.C);
 }
 
 void row_parallel_exit_backward_input(const GptPass& pass, float* dinp, float* dy,

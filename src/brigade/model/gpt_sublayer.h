@@ -12,6 +12,7 @@
 
 #include "brigade/model/gpt_config.h"
 #include "brigade/model/gpt_layout.h"
+#include "brigade/model/lora.h"
 #include "brigade/parallel/tensor/tp_context.h"
 
 namespace brigade {
@@ -39,8 +40,15 @@ struct GptScratch {
   std::vector<float> d4c_a;  // (BT,4C/tp)
   std::vector<float> d4c_b;  // (BT,4C/tp)
   std::vector<float> dnorm;  // (2C): sequence-parallel layernorm gain and bias gradients
-  void allocate(int64_t max_bt, int64_t max_rows, int64_t C, int64_t fc_local);
+  std::vector<float> lora_u, lora_du;  // (BT,r): LoRA adapters' low-rank activations
+  void allocate(int64_t max_bt, int64_t max_rows, int64_t C, int64_t fc_local,
+                int64_t lora_rank = 0);
 };
+
+// The LoRA site of adapter `params` (off when the layer has none): A and B read from p, their
+// gradients accumulated into g (null in forward), scratch from s.
+LoraSite lora_site(const GptPass& pass, const LoraParams& params, const float* p, float* g,
+                   GptScratch& s);
 
 // Forward of "layernorm, then enter a column-parallel layer": in_full (BT,C) = the layernorm of
 // x (rows,C), gathered over ranks under sequence parallelism. Saves mean and rstd (rows).
@@ -57,15 +65,16 @@ void norm_enter_backward(const GptPass& pass, float* dres, float* dw, float* db,
 // Forward of a row-parallel matmul leaving into the residual stream: out (rows,C) = x +
 // reduce(inp @ weight^T) + bias, inp (BT,in_local), weight (C,in_local). At tp = 1 the bias goes
 // into the matmul (the exact tp = 1 arithmetic); otherwise it is added once, after the sum.
+// A LoRA adapter (tp = 1 only) adds its term to the matmul's output.
 void row_parallel_exit_forward(const GptPass& pass, float* out, const float* x, const float* inp,
                                const float* weight, const float* bias, int64_t in_local,
-                               GptScratch& s);
+                               GptScratch& s, const LoraSite& lora = {});
 
 // Backward of it: the gradient of out is dres (rows,C); accumulates dinp (BT,in_local), dweight
 // and dbias (the bias gradient is taken over all BT rows, so it is the same on every rank).
 void row_parallel_exit_backward(const GptPass& pass, float* dinp, float* dweight, float* dbias,
                                 const float* dres, const float* inp, const float* weight,
-                                int64_t in_local, GptScratch& s);
+                                int64_t in_local, GptScratch& s, const LoraSite& lora = {});
 
 // The input half of it, for a split backward (ZB-H1's B): accumulates dinp (BT,in_local) only
 // and writes the matmul's output gradient dy (BT,C), gathered over ranks under sequence

@@ -30,6 +30,13 @@ struct ModelConfig {
   double capacity_factor = 1.25;  // capacity = ceil(cf * tokens * top_k / E); <= 0: dropless
   double aux_loss_coef = 0.01;    // load-balancing loss weight
   int64_t moe_every = 1;          // blocks moe_every-1, 2 moe_every-1, ... are MoE
+  // gpt, LoRA adapters (the [lora] section; docs/fine-tuning.md): with rank > 0 every layer
+  // named in targets ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj") of every block
+  // gains lora_A (rank, in) and lora_B (out, rank), scaled by alpha / rank, and they are all
+  // that trains: every other parameter is frozen. 0 = no adapters.
+  int64_t lora_rank = 0;
+  double lora_alpha = 16.0;
+  std::vector<std::string> lora_targets = {"attn.c_attn"};
   // mlp, cnn: widths of the hidden linear layers. The default is the MLP's; a cnn config that
   // does not set the key gets kCnnHidden instead (parse_config applies it), NIID-Bench's widths.
   std::vector<int64_t> hidden = {256, 128};

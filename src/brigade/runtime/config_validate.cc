@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "brigade/base/error.h"
+#include "brigade/model/lora.h"
 #include "brigade/runtime/config.h"
 
 namespace brigade {
@@ -267,6 +268,43 @@ void validate_fed(const FedConfig& fed, const SyncConfig& sync, const ModelConfi
           "own; leave [parallel] at its defaults");
 }
 
+// LoRA keys ([lora]; docs/fine-tuning.md). As for MoE, each key is checked while adapters are
+// off too; the rules against other sections only apply with lora.rank > 0.
+void validate_lora(const ModelConfig& model, const ParallelConfig& parallel,
+                   const SyncConfig& sync) {
+  require(model.lora_rank >= 0 && model.lora_rank <= 65536, "lora.rank", model.lora_rank,
+          "must be in [0, 65536] (0 = no adapters)");
+  require_real(model.lora_alpha, "lora.alpha", 0.0, 1e6, true);
+  parse_lora_targets(model.lora_targets);  // names lora.targets, the value and the allowed ones
+  if (model.lora_rank == 0) return;
+  const std::string rank = fmt::format("{}", model.lora_rank);
+  require(
+      model.kind == "gpt", "lora.rank", rank,
+      fmt::format("adapters are for GPT models; model.kind = \"{}\" has none (use 0)", model.kind));
+  require(!model.lora_targets.empty(), "lora.targets", "[]",
+          "must name at least one layer to adapt with lora.rank > 0 (\"attn.c_attn\", "
+          "\"attn.c_proj\", \"mlp.c_fc\", \"mlp.c_proj\")");
+  require(model.lora_rank <= model.d_model, "lora.rank", rank,
+          fmt::format("must be at most model.d_model = {} (the smallest side of an adapted "
+                      "layer)",
+                      model.d_model));
+  require(model.n_experts == 0, "lora.rank", rank,
+          fmt::format("adapters are supported on dense GPT blocks only (model.n_experts = {}); "
+                      "use model.n_experts = 0",
+                      model.n_experts));
+  require(parallel.tp == 1, "lora.rank", rank,
+          fmt::format("adapters do not support tensor parallelism yet (parallel.tp = {}); use "
+                      "tp = 1 (DDP, ZeRO-1/2/3 and pipeline parallelism work)",
+                      parallel.tp));
+  require(parallel.schedule != "zb-h1" || parallel.pp == 1, "lora.rank", rank,
+          "cannot run with parallel.schedule = \"zb-h1\": the adapters have no split backward "
+          "yet (use \"1f1b\", \"gpipe\" or \"interleaved\")");
+  require(sync.method == "ddp", "lora.rank", rank,
+          fmt::format("needs sync.method = \"ddp\" (the base weights are frozen, which "
+                      "sync.method = \"{}\" does not apply)",
+                      sync.method));
+}
+
 // Mixture-of-experts keys (model.n_experts > 0 turns them on; docs/parallelism.md). Every key
 // is checked on its own even while MoE is off, so a typo such as capacity_factor = nan is
 // reported before someone turns experts on; the rules between keys only apply with experts.
@@ -434,6 +472,7 @@ void Config::validate() const {
     for (int64_t c : model.channels) require_range(c, "model.channels[i]", 1, 1 << 16);
   }
   validate_moe(model, parallel);
+  validate_lora(model, parallel, sync);
   validate_data_fields(data, parallel);
   require_real(data.val_fraction, "data.val_fraction", 0.0, 0.5, true);
 

@@ -8,6 +8,7 @@
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
 #include "brigade/ckpt/checkpoint.h"
+#include "brigade/model/lora.h"
 #include "brigade/monitor/timer.h"
 
 namespace brigade {
@@ -179,7 +180,11 @@ std::string load_initial_weights(const std::string& source, Communicator* world,
   // Parameters are named as the model names them; everything else (optimizer state, a sync
   // method's per-replica state) is "<state>/<tensor>" and starts afresh.
   for (const StatePiece& p : pieces) {
-    if (p.piece.tensor.find('/') == std::string::npos) read_piece(reader, p.piece, p.data);
+    if (p.piece.tensor.find('/') != std::string::npos) continue;
+    // A base model has no LoRA adapters: a LoRA run from it keeps their initialisation
+    // (lora_B = 0: it starts as the source model exactly).
+    if (is_lora_tensor(p.piece.tensor) && !reader.contains(p.piece.tensor)) continue;
+    read_piece(reader, p.piece, p.data);
   }
   if (step) *step = reader.step();
   return dir;

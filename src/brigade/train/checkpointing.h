@@ -94,7 +94,8 @@ std::optional<SavedState> load_latest_checkpoint(const std::string& root, Commun
 // train.init_from: reads only the parameters among `pieces` (this run's layout, whatever layout
 // wrote the source) from the checkpoint `source` names (a checkpoint folder, a run folder or a
 // checkpoints root: its newest valid checkpoint). Collective over world. Returns the folder
-// read, and its step in *step. CheckpointError naming the tensor when a shape differs.
+// read, and its step in *step. CheckpointError naming the tensor when a shape differs. LoRA
+// adapters the source does not hold (a base run) are skipped: they keep their initialisation.
 std::string load_initial_weights(const std::string& source, Communicator* world,
                                  const std::vector<StatePiece>& pieces, int64_t* step = nullptr);
 

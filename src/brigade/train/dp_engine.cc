@@ -62,7 +62,7 @@ class DpEngine final : public TrainEngine {
         micro_weights_(static_cast<size_t>(config_.train.grad_accum)),
         slow_s_(injected_slow_s(rank_)),
         // Every rank refuses a pattern that names no tensor alike, before any collective.
-        freeze_(check_freeze_patterns(model_->layout(), config_.train.freeze)) {}
+        freeze_(check_freeze_patterns(model_->layout(), freeze_patterns(config_))) {}
 
   void log_layout() override {
     ctx_.log.info("run folder {}; process {} of {} ({}), data parallel over {}{}", ctx_.folder.root,
@@ -93,7 +93,7 @@ class DpEngine final : public TrainEngine {
         config_.model.kind, model_->num_params(), config_.train.optimizer, config_.train.steps,
         config_.train.grad_accum, dp_size_, config_.train.micro_batch,
         config_.model.kind == "gpt" ? fmt::format(" of {} tokens", config_.context()) : "");
-    if (!config_.train.freeze.empty()) ctx_.log.info("{}", describe_freeze(freeze_));
+    if (!freeze_patterns(config_).empty()) ctx_.log.info("{}", describe_freeze(freeze_));
   }
 
   void initialize(uint64_t seed) override { model_->initialize(seed); }

@@ -82,8 +82,9 @@ void check_data_paths(const Config& config) {
 }
 
 void check_freeze(const Config& config) {
-  if (config.train.freeze.empty()) return;
-  check_freeze_patterns(model_param_layout(config.model), config.train.freeze);
+  const std::vector<std::string> patterns = freeze_patterns(config);
+  if (patterns.empty()) return;
+  check_freeze_patterns(model_param_layout(config.model), patterns);
 }
 
 }  // namespace brigade

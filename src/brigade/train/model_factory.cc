@@ -3,6 +3,7 @@
 #include "brigade/model/cnn_classifier.h"
 #include "brigade/model/gpt.h"
 #include "brigade/model/gpt_layout.h"
+#include "brigade/model/lora.h"
 #include "brigade/model/mlp_classifier.h"
 
 namespace brigade {
@@ -39,7 +40,19 @@ GptConfig gpt_config(const ModelConfig& config) {
                    .moe_top_k = static_cast<int>(config.moe_top_k),
                    .capacity_factor = config.capacity_factor,
                    .aux_loss_coef = config.aux_loss_coef,
-                   .moe_every = config.moe_every};
+                   .moe_every = config.moe_every,
+                   .lora_rank = config.lora_rank,
+                   .lora_alpha = config.lora_alpha,
+                   .lora_targets = parse_lora_targets(config.lora_targets)};
+}
+
+std::vector<std::string> freeze_patterns(const Config& config) {
+  std::vector<std::string> patterns = config.train.freeze;
+  if (config.model.lora_rank > 0) {
+    const std::vector<std::string> base = lora_base_freeze_patterns();
+    patterns.insert(patterns.end(), base.begin(), base.end());
+  }
+  return patterns;
 }
 
 CnnConfig cnn_config(const ModelConfig& config) {
@@ -59,6 +72,12 @@ OptimizerConfig optimizer_config(const TrainConfig& t) {
   o.momentum = static_cast<float>(t.momentum);
   o.nesterov = t.nesterov;
   o.freeze = t.freeze;
+  return o;
+}
+
+OptimizerConfig optimizer_config(const Config& config) {
+  OptimizerConfig o = optimizer_config(config.train);
+  o.freeze = freeze_patterns(config);
   return o;
 }
 

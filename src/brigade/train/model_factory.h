@@ -1,6 +1,8 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "brigade/model/cnn_classifier.h"
 #include "brigade/model/gpt_config.h"
@@ -10,7 +12,7 @@
 
 namespace brigade {
 
-// The GPT shape a [model] section describes (mixture-of-experts keys included).
+// The GPT shape a [model] section describes (mixture-of-experts and [lora] keys included).
 GptConfig gpt_config(const ModelConfig& config);
 
 // The CNN a [model] section with kind = "cnn" describes (model.channels, model.hidden).
@@ -28,5 +30,11 @@ ParamLayout model_param_layout(const ModelConfig& config);
 
 // The optimizer settings of a config's [train] section.
 OptimizerConfig optimizer_config(const TrainConfig& train);
+// The same with freeze = freeze_patterns(config): what a training run's optimizer uses.
+OptimizerConfig optimizer_config(const Config& config);
+
+// What training keeps frozen: train.freeze, plus, with LoRA adapters (lora.rank > 0), every
+// tensor that is not an adapter (lora_base_freeze_patterns, model/lora.h).
+std::vector<std::string> freeze_patterns(const Config& config);
 
 }  // namespace brigade

@@ -92,7 +92,7 @@ class ModelParallelEngine final : public TrainEngine {
         "{} replicas x {} examples of {} tokens",
         held, config_.train.optimizer, config_.train.steps, layout_.micro_batches, replicas_,
         config_.train.micro_batch, config_.model.seq_len);
-    if (!config_.train.freeze.empty()) ctx_.log.info("{}", describe_freeze(freeze_));
+    if (!freeze_patterns(config_).empty()) ctx_.log.info("{}", describe_freeze(freeze_));
     ctx_.log.info("optimizer state: {} floats on this rank{}", state_floats(),
                   zero_ > 0 ? fmt::format(" (ZeRO-{} over dp = {}: its own tensors of each chunk)",
                                           zero_, layout_.shape.dp)
@@ -217,7 +217,7 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
                     .sequence_parallel = layout_.sequence_parallel};
   }
   // Against the whole model (a chunk holds only its stage's tensors); every rank alike.
-  freeze_ = check_freeze_patterns(checkpoint_layout(), config_.train.freeze);
+  freeze_ = check_freeze_patterns(checkpoint_layout(), freeze_patterns(config_));
   embedding_ = create_embedding_group(ctx.group.world_options, mesh_);
   GptConfig gpt = gpt_config(config_.model);
   gpt.recompute_blocks = config_.train.recompute == "block";
@@ -233,11 +233,12 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
                                         .first_layer = layout_.stage_bounds[stage],
                                         .end_layer = layout_.stage_bounds[stage + 1],
                                         .micro_batch = B,
-                                        // W would read what recomputation does not keep.
-                                        .split_backward = !gpt.recompute_blocks},
+                                        // W would read what recomputation does not keep;
+                                        // LoRA adapters have no split backward.
+                                        .split_backward = !gpt.recompute_blocks && !gpt.lora()},
                          tp_, ep_);
   }
-  const OptimizerConfig opt = optimizer_config(config_.train);
+  const OptimizerConfig opt = optimizer_config(config_);
   std::vector<PipelineStage*> stages;
   // Config validation allows zero > 0 only with ep = 1, where dp_ holds the same tensors.
   BRIGADE_CHECK(zero_ <= 2 && (zero_ == 0 || layout_.shape.ep == 1))
@@ -246,7 +247,7 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
     chunk_ptrs_.push_back(&c);
     stages.push_back(&c);
     norm_layouts_.push_back(norm_layout_of(c));
-    frozen_.emplace_back(c.layout(), config_.train.freeze);
+    frozen_.emplace_back(c.layout(), freeze_patterns(config_));
     updates_.push_back(
         std::make_unique<DpShardUpdate>(opt, c.layout(), zero_ > 0 ? dp_ : nullptr, zero_ == 2));
     if (zero_ == 2)

@@ -191,7 +191,7 @@ std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicato
   if (config.sync.method == "ps") {
     BRIGADE_CHECK(store) << "parameter-server workers need the job's store";
     return std::make_unique<PsWorker>(
-        model, optimizer_config(config.train),
+        model, optimizer_config(config),
         PsWorkerOptions{.worker = dp ? dp->rank() : 0,
                         .workers = dp ? dp->size() : 1,
                         .servers = static_cast<int>(config.ps.servers),
@@ -204,7 +204,7 @@ std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicato
     const std::string wire = config.sync.method == "ddp"
                                  ? resolved_payload(config.sync, config.parallel)
                                  : config.parallel.grad_wire;
-    return make_dp_strategy(dp, model, optimizer_config(config.train),
+    return make_dp_strategy(dp, model, optimizer_config(config),
                             DpOptions{.zero = static_cast<int>(config.parallel.zero),
                                       .bucket_elems = std::max<int64_t>(
                                           1, static_cast<int64_t>(config.parallel.bucket_mb *
@@ -212,7 +212,7 @@ std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicato
                                       .wire = wire == "bf16" ? WireDtype::kBF16 : WireDtype::kF32});
   }
   return std::make_unique<ReplicaSync>(
-      *dp, model, optimizer_config(config.train),
+      *dp, model, optimizer_config(config),
       make_method(config, model, *dp, std::move(store), std::move(log)));
 }
 

@@ -1,0 +1,216 @@
+// LoRA adapters (issue 18, fine-tuning), end to end through the CLI: a LoRA run from a base run
+// (train.init_from) trains its adapters only, the base tensors leaving it bitwise as they came
+// in; its first loss is the base model's bitwise (lora_B starts at zero); two data-parallel
+// processes, ZeRO-1 and ZeRO-3 and two pipeline stages equal one process; `brigade export`
+// merges the adapters into a plain GPT-2 whose validation loss, imported back, is the adapted
+// model's; the layouts adapters do not support (tp > 1, zb-h1) are refused before anything starts.
+//
+// Tolerance, as the data-parallel equivalence tests (parallel/dp_run_helpers.h): losses within
+// 1e-5 relative at every step, weights within 1e-5 of the largest weight; the merged model's
+// loss within 1e-5 relative (W + s B A rounds differently from W x + s (x A^T) B^T).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "brigade/ckpt/safetensors.h"
+#include "brigade/model/lora.h"
+#include "common/checkpoint_tensors.h"
+#include "common/metrics_records.h"
+#include "common/run_command.h"
+#include "common/tiny_gpt_config.h"
+
+namespace brigade {
+namespace {
+
+using testing::CkptPart;
+using ::testing::HasSubstr;
+using testing::make_temp_dir;
+using testing::read_checkpoint;
+using testing::run_command;
+using testing::WholeTensor;
+
+// Rank 4 on all four layers of the tiny GPT (C = 32, 2 blocks): per block
+// 4 * ((32 + 96) + (32 + 32) + (32 + 128) + (128 + 32)) = 2,048 adapter parameters.
+const char* kLora =
+    "--set lora.rank=4 --set lora.alpha=8 "
+    "--set 'lora.targets=[\"attn.c_attn\", \"attn.c_proj\", \"mlp.c_fc\", \"mlp.c_proj\"]'";
+constexpr int64_t kAdapterParams = 2 * 2'048;
+
+class Lora : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = make_temp_dir("lora");
+    config_ = dir_ + "/run.toml";
+    std::ofstream(config_) << testing::tiny_gpt_config({{"train.steps", "6"},
+                                                        {"train.warmup", "1"},
+                                                        {"train.micro_batch", "8"},
+                                                        {"parallel.bucket_mb", "0.01"}});
+    train("source", "");
+    source_ = read_checkpoint(dir_ + "/source/checkpoints/step_00000006", CkptPart::kModel);
+  }
+
+  static testing::CommandResult brigade(const std::string& args, int nproc = 1) {
+    const std::string bin = BRIGADE_BINARY;
+    return run_command(nproc == 1
+                           ? bin + " " + args
+                           : bin + " launch --nproc " + std::to_string(nproc) + " -- " + args,
+                       120);
+  }
+  static std::string train(const std::string& name, const std::string& extra, int nproc = 1) {
+    const auto r = brigade(
+        "train " + config_ + " --set run.out_dir=" + dir_ + " --set run.name=" + name + " " + extra,
+        nproc);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.output;
+  }
+  // 4 steps of adapters from the source; extra picks the layout.
+  static std::string fine_tune(const std::string& name, const std::string& extra, int nproc = 1) {
+    return train(
+        name,
+        "--set train.init_from=" + dir_ + "/source --set train.steps=4 " + kLora + " " + extra,
+        nproc);
+  }
+  static std::string final_ckpt(const std::string& name) {
+    return dir_ + "/" + name + "/checkpoints/step_00000004";
+  }
+  static std::vector<double> per_step(const std::string& name, const char* key = "loss") {
+    std::vector<double> out;
+    for (const auto& j : testing::metrics_records(dir_ + "/" + name + "/metrics.jsonl", "train")) {
+      out.push_back(j.at(key));
+    }
+    return out;
+  }
+
+  // Base tensors bitwise the source's, every adapter trained (lora_B away from zero, lora_A away
+  // from its initialisation), and the analytic number of adapter parameters.
+  static void expect_adapters_only(const std::string& name) {
+    SCOPED_TRACE(name);
+    const auto now = read_checkpoint(final_ckpt(name), CkptPart::kModel);
+    ASSERT_EQ(now.size(), source_.size() + 2 * 4 * 2);  // A and B of 4 layers in 2 blocks
+    int64_t adapter_params = 0;
+    for (const auto& [tensor, t] : now) {
+      if (!is_lora_tensor(tensor)) {
+        ASSERT_TRUE(source_.count(tensor)) << tensor;
+        EXPECT_TRUE(t.data == source_.at(tensor).data) << tensor << " changed though frozen";
+        continue;
+      }
+      adapter_params += static_cast<int64_t>(t.data.size());
+      if (tensor.find(".lora_B.") != std::string::npos) {
+        EXPECT_TRUE(std::any_of(t.data.begin(), t.data.end(), [](float x) { return x != 0.0f; }))
+            << tensor << " did not train";
+      }
+    }
+    EXPECT_EQ(adapter_params, kAdapterParams);
+  }
+
+  static void expect_same_training(const std::string& a, const std::string& b) {
+    SCOPED_TRACE(a + " vs " + b);
+    for (const char* key : {"loss", "grad_norm"}) {
+      const auto la = per_step(a, key), lb = per_step(b, key);
+      ASSERT_EQ(la.size(), 4u);
+      ASSERT_EQ(lb.size(), 4u);
+      for (size_t i = 0; i < la.size(); ++i) EXPECT_NEAR(la[i], lb[i], 1e-5 * la[i]) << key << i;
+    }
+    const auto ta = read_checkpoint(final_ckpt(a), CkptPart::kModel);
+    const auto tb = read_checkpoint(final_ckpt(b), CkptPart::kModel);
+    double max_abs = 0, max_diff = 0;
+    for (const auto& [tensor, x] : ta) {
+      ASSERT_TRUE(tb.count(tensor)) << tensor;
+      const WholeTensor& y = tb.at(tensor);
+      ASSERT_EQ(x.data.size(), y.data.size()) << tensor;
+      for (size_t i = 0; i < x.data.size(); ++i) {
+        max_abs = std::max(max_abs, std::abs(static_cast<double>(x.data[i])));
+        max_diff = std::max(max_diff, std::abs(static_cast<double>(x.data[i]) - y.data[i]));
+      }
+    }
+    EXPECT_GT(max_abs, 0.5);
+    EXPECT_LE(max_diff, 1e-5 * max_abs);
+  }
+
+  // `brigade eval` of a run's newest checkpoint on 4 validation batches: its loss.
+  static double eval_loss(const std::string& run) {
+    const std::string out = dir_ + "/" + run + "-eval.json";
+    const auto r = brigade("eval --ckpt " + dir_ + "/" + run + " --batches 4 --json " + out);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::ifstream in(out);
+    EXPECT_TRUE(in.good()) << r.output;
+    return in.good() ? nlohmann::json::parse(in).at("loss").get<double>() : -1.0;
+  }
+
+  static inline std::string dir_, config_;
+  static inline std::map<std::string, WholeTensor> source_;
+};
+
+TEST_F(Lora, OnlyTheAdaptersTrainAndTheFirstLossIsTheBaseModels) {
+  const std::string out = fine_tune("one", "");
+  EXPECT_THAT(out, HasSubstr("train.freeze: 34,688 of 38,784 parameters frozen (28 tensors); "
+                             "4,096 trainable"));
+  expect_adapters_only("one");
+  // lora_B = 0: the first step's loss is the base model's on the same batch, bitwise.
+  train("plain", "--set train.init_from=" + dir_ + "/source --set train.steps=4");
+  const auto lora = per_step("one"), plain = per_step("plain");
+  ASSERT_EQ(lora.size(), 4u);
+  ASSERT_EQ(plain.size(), 4u);
+  EXPECT_EQ(lora[0], plain[0]);
+  EXPECT_NE(lora[3], plain[3]);
+}
+
+TEST_F(Lora, DataParallelZeroAndPipelineEqualOneProcess) {
+  fine_tune("one-dp", "");
+  fine_tune("dp2", "--set train.micro_batch=4", 2);
+  expect_adapters_only("dp2");
+  expect_same_training("one-dp", "dp2");
+  for (int stage : {1, 3}) {
+    const std::string name = "zero" + std::to_string(stage);
+    fine_tune(name, "--set train.micro_batch=4 --set parallel.zero=" + std::to_string(stage), 2);
+    expect_adapters_only(name);
+    expect_same_training("one-dp", name);
+  }
+  fine_tune("pp2", "--set parallel.pp=2 --set train.micro_batch=4 --set train.grad_accum=2", 2);
+  expect_adapters_only("pp2");
+  expect_same_training("one-dp", "pp2");
+}
+
+TEST_F(Lora, MergedExportGivesTheAdaptedModelsLoss) {
+  fine_tune("tuned", "");
+  const std::string hf = dir_ + "/hf";
+  const auto e = brigade("export --ckpt " + dir_ + "/tuned --out " + hf);
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  EXPECT_THAT(e.output, HasSubstr("LoRA adapters of rank 4 merged"));
+  const SafetensorsFile file = SafetensorsFile::open(hf + "/model.safetensors");
+  EXPECT_TRUE(file.contains("transformer.h.0.attn.c_attn.weight"));
+  for (const std::string& name : file.names()) EXPECT_FALSE(is_lora_tensor(name)) << name;
+  // Imported as a plain GPT-2 (the base config, no [lora]).
+  const auto i = brigade("import --from " + hf + " --config " + config_ +
+                         " --set run.out_dir=" + dir_ + " --set run.name=merged");
+  ASSERT_EQ(i.exit_code, 0) << i.output;
+  const double adapted = eval_loss("tuned"), merged = eval_loss("merged"),
+               base = eval_loss("source");
+  EXPECT_NEAR(merged, adapted, 1e-5 * adapted);
+  EXPECT_GT(std::abs(base - adapted), 1e-4) << "the adapters changed nothing";
+}
+
+TEST_F(Lora, UnsupportedLayoutsAreRefusedBeforeAnythingStarts) {
+  const std::string base =
+      "train " + config_ + " --set run.out_dir=" + dir_ + " " + kLora + " --set run.name=";
+  const auto tp = brigade(base + "tp2 --set parallel.tp=2", 2);
+  EXPECT_EQ(tp.exit_code, 2) << tp.output;
+  EXPECT_THAT(tp.output, HasSubstr("tensor parallelism"));
+  const auto zb = brigade(
+      base + "zb --set parallel.pp=2 --set parallel.schedule=zb-h1 --set train.grad_accum=2", 2);
+  EXPECT_EQ(zb.exit_code, 2) << zb.output;
+  EXPECT_THAT(zb.output, HasSubstr("zb-h1"));
+  const auto typo = brigade(base + "typo --set lora.targets=mlp.fc");
+  EXPECT_EQ(typo.exit_code, 2) << typo.output;
+  EXPECT_THAT(typo.output, HasSubstr("lora.targets = \"mlp.fc\""));
+  for (const char* run : {"tp2", "zb", "typo"}) {
+    EXPECT_FALSE(std::ifstream(dir_ + "/" + std::string(run) + "/metrics.jsonl").good()) << run;
+  }
+}
+
+}  // namespace
+}  // namespace brigade
