@@ -28,6 +28,7 @@ std::vector<std::pair<std::string, Maker>>& registry() {
       {"safetensors", make_safetensors_target},
       {"token_shard", make_token_shard_target},
       {"shard_folder", make_shard_folder_target},
+      {"shard_index", make_shard_index_target},
       {"idx_images", make_idx_images_target},
       {"idx_labels", make_idx_labels_target},
       {"bpe", make_bpe_target},

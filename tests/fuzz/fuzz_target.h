@@ -83,6 +83,7 @@ std::unique_ptr<Target> make_jsonl_target(const std::string& dir);
 std::unique_ptr<Target> make_safetensors_target(const std::string& dir);
 std::unique_ptr<Target> make_token_shard_target(const std::string& dir);
 std::unique_ptr<Target> make_shard_folder_target(const std::string& dir);
+std::unique_ptr<Target> make_shard_index_target(const std::string& dir);
 std::unique_ptr<Target> make_idx_images_target(const std::string& dir);
 std::unique_ptr<Target> make_idx_labels_target(const std::string& dir);
 std::unique_ptr<Target> make_checkpoint_manifest_target(const std::string& dir);

@@ -49,6 +49,7 @@ constexpr Plan kPlans[] = {
     {"safetensors", 6000},
     {"token_shard", 6000},
     {"shard_folder", 4000},
+    {"shard_index", 3000},
     {"idx_images", 6000},
     {"idx_labels", 3000},
     {"bpe", 6000},
@@ -116,6 +117,9 @@ TEST(ParsersFuzz, TokenShard) {
 }
 TEST(ParsersFuzz, ShardFolder) {
   run_plan("shard_folder");
+}
+TEST(ParsersFuzz, ShardIndex) {
+  run_plan("shard_index");
 }
 TEST(ParsersFuzz, IdxImages) {
   run_plan("idx_images");

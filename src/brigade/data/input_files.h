@@ -5,7 +5,7 @@
 //
 // The result is sorted by path (bytewise), so it does not depend on the file system's listing
 // order, and holds at most kMaxInputFiles entries: data sets of millions of shards are named
-// by an index instead (data/token_shard_set.h).
+// by an index instead (data/shard_index.h).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -127,8 +127,7 @@ std::vector<std::string> parse_paragraphs(std::string_view content) {
   return split_documents(content, [](std::string_view line) { return is_blank(line); });
 }
 
-TextSplits load_fortunes(const std::string& dir, double val_fraction) {
-  check_val_fraction(val_fraction);
+std::vector<std::string> list_fortune_files(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
@@ -145,11 +144,19 @@ TextSplits load_fortunes(const std::string& dir, double val_fraction) {
   if (files.empty()) throw IoError(dir + ": no fortune files (names without an extension)");
   std::sort(files.begin(), files.end(),
             [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
+  std::vector<std::string> out;
+  for (const fs::path& p : files) out.push_back(p.string());
+  return out;
+}
+
+TextSplits load_fortunes(const std::string& dir, double val_fraction) {
+  check_val_fraction(val_fraction);
   TextSplits out;
-  for (const fs::path& p : files) {
-    const std::string content = read_file(p.string(), kMaxDataFileBytes);
-    out.sources.push_back({p.string(), content.size()});
-    add_split_documents(p.filename().string(), parse_fortunes(content), val_fraction, out);
+  for (const std::string& path : list_fortune_files(dir)) {
+    const std::string content = read_file(path, kMaxDataFileBytes);
+    out.sources.push_back({path, content.size()});
+    add_split_documents(std::filesystem::path(path).filename().string(), parse_fortunes(content),
+                        val_fraction, out);
   }
   return out;
 }

@@ -55,6 +55,10 @@ std::vector<std::string> parse_fortunes(std::string_view content);
 // The cleaned, non-empty paragraphs (separated by one or more blank lines) of a text, in order.
 std::vector<std::string> parse_paragraphs(std::string_view content);
 
+// The fortune files of dir (names without an extension, regular files), sorted by name; each is
+// split under its file name. IoError naming dir if it is missing or holds none.
+std::vector<std::string> list_fortune_files(const std::string& dir);
+
 // Loads a fortunes directory. IoError naming the path if dir is missing or holds no fortune
 // file or a file cannot be read; ConfigError unless 0 <= val_fraction < 1.
 TextSplits load_fortunes(const std::string& dir = kDefaultFortunesDir,

@@ -117,8 +117,7 @@ bool is_llmc_magic(const char* h, size_t got) {
 
 }  // namespace
 
-void write_token_shard(const std::string& path, std::span<const int32_t> tokens,
-                       uint32_t vocab_size) {
+std::string token_shard_bytes(std::span<const int32_t> tokens, uint32_t vocab_size) {
   BRIGADE_CHECK(vocab_size > 0 && vocab_size <= (uint32_t{1} << 31)) << "vocab " << vocab_size;
   const uint32_t dtype = vocab_size <= 65536 ? 2 : 4;
   std::string bytes(kTokenShardHeaderBytes + tokens.size() * dtype, '\0');
@@ -134,7 +133,12 @@ void write_token_shard(const std::string& path, std::span<const int32_t> tokens,
         << "token " << tokens[i] << " at " << i << " outside vocab " << vocab_size;
     put_le(p + i * dtype, static_cast<uint32_t>(tokens[i]), static_cast<int>(dtype));
   }
-  write_file_atomic(path, bytes);
+  return bytes;
+}
+
+void write_token_shard(const std::string& path, std::span<const int32_t> tokens,
+                       uint32_t vocab_size) {
+  write_file_atomic(path, token_shard_bytes(tokens, vocab_size));
 }
 
 namespace {

@@ -38,6 +38,10 @@ struct TokenShardInfo {
   bool llmc = false;  // an llm.c / nanoGPT file
 };
 
+// The bytes of a shard of tokens: uint16 when vocab_size <= 65536, else uint32. Every token must
+// be in [0, vocab_size).
+std::string token_shard_bytes(std::span<const int32_t> tokens, uint32_t vocab_size);
+
 // Writes tokens as uint16 when vocab_size <= 65536, else uint32, atomically (tmp + rename).
 // Every token must be in [0, vocab_size). IoError naming the path if the write fails.
 void write_token_shard(const std::string& path, std::span<const int32_t> tokens,

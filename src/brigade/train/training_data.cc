@@ -15,6 +15,7 @@
 #include "brigade/data/idx_reader.h"
 #include "brigade/data/instruction_dataset.h"
 #include "brigade/data/jsonl_corpus.h"
+#include "brigade/data/shard_index.h"
 #include "brigade/data/text_corpus.h"
 #include "brigade/data/token_shard.h"
 
@@ -118,8 +119,9 @@ TrainingData load_llmc_shards(const Config& config, const std::string& dir) {
   return data;
 }
 
-// A folder written by `brigade tokenize`: token shards plus the tokenizer that made them; or a
-// folder of llm.c / nanoGPT token files.
+// A folder written by `brigade tokenize`: numbered token shards listed in index.json (or, from
+// before the index, train.bin and val.bin) plus the tokenizer that made them; or a folder of
+// llm.c / nanoGPT token files.
 TrainingData load_shards(const Config& config) {
   if (config.data.path.empty()) {
     throw ConfigError(
@@ -127,7 +129,17 @@ TrainingData load_shards(const Config& config) {
         "`brigade tokenize`");
   }
   const std::string& dir = config.data.path;
-  if (!file_exists(dir + "/" + kTrainShardFile) && !llmc_split_files(dir, "train").empty()) {
+  // Numbered shards are readable through their index only: without it they are what a stopped
+  // `brigade tokenize` left behind.
+  const bool indexed = file_exists(dir + "/" + kShardIndexFile);
+  if (!indexed && has_numbered_shards(dir)) {
+    throw IoError(fmt::format(
+        "{}/{}: missing, so the shards beside it are not a finished output (`brigade tokenize` "
+        "stopped before writing it, e.g. a rank was killed); run `brigade tokenize` again",
+        dir, kShardIndexFile));
+  }
+  if (!indexed && !file_exists(dir + "/" + kTrainShardFile) &&
+      !llmc_split_files(dir, "train").empty()) {
     return load_llmc_shards(config, dir);
   }
   TrainingData data;
@@ -139,18 +151,32 @@ TrainingData load_shards(const Config& config) {
   } else {
     data.tokenizer = std::make_unique<ByteTokenizer>();
   }
-  const std::string train_path = dir + "/" + kTrainShardFile;
-  const std::string val_path = dir + "/" + kValShardFile;
-  TokenShardInfo train_info, val_info;
-  std::vector<int32_t> train = read_token_shard(train_path, &train_info);
-  std::vector<int32_t> val = read_token_shard(val_path, &val_info);
-  data.source_files.push_back(train_path);
-  data.source_files.push_back(val_path);
-  for (const auto* info : {&train_info, &val_info}) {
-    if (static_cast<int64_t>(info->vocab_size) > config.model.vocab) {
-      throw ConfigError(fmt::format("model.vocab = {}: the shards in {} use a vocabulary of {}",
-                                    config.model.vocab, dir, info->vocab_size));
+  std::string train_path = dir + "/" + kTrainShardFile;
+  std::string val_path = dir + "/" + kValShardFile;
+  std::vector<int32_t> train, val;
+  uint32_t shard_vocab = 0;
+  if (indexed) {
+    // Every shard checked against the index's size and CRC-32; a split is its shards in order.
+    IndexedSplits shards = read_indexed_shards(dir);
+    train = std::move(shards.train);
+    val = std::move(shards.val);
+    shard_vocab = shards.index.vocab;
+    for (const std::string& f : shards.files) {
+      if (f != merges) data.source_files.push_back(f);
     }
+    train_path = dir + "/train_*.bin";  // positions below count from the split's start
+    val_path = dir + "/val_*.bin";
+  } else {
+    TokenShardInfo train_info, val_info;
+    train = read_token_shard(train_path, &train_info);
+    val = read_token_shard(val_path, &val_info);
+    data.source_files.push_back(train_path);
+    data.source_files.push_back(val_path);
+    shard_vocab = std::max(train_info.vocab_size, val_info.vocab_size);
+  }
+  if (static_cast<int64_t>(shard_vocab) > config.model.vocab) {
+    throw ConfigError(fmt::format("model.vocab = {}: the shards in {} use a vocabulary of {}",
+                                  config.model.vocab, dir, shard_vocab));
   }
   // The shards' ids must be ids of this folder's tokenizer: a deleted tokenizer.bpe (bytes are
   // then assumed) or one with fewer merges than the shards were made with is found here, naming
