@@ -18,6 +18,7 @@ packages=(
   libzmq3-dev cppzmq-dev   # parameter-server and federated messages (ZeroMQ, CURVE)
   libsodium-dev            # DP noise and sampling secrets, secure aggregation, key files
   libgfshare-dev           # secure aggregation: Shamir secret sharing over GF(2^8)
+  libcpp-httplib-dev       # brigade serve: the HTTP server (and the tests' client)
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (the published Event schema)
   python3-protobuf         # tests: an independent reader of those files
   chromium                 # tests: `brigade report` pages opened in a real, headless browser

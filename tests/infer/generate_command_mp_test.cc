@@ -34,11 +34,12 @@ class GenerateCommand : public ::testing::Test {
         << "Once upon a time there was a\nx\n%\n";
   }
   // Completions of the prompts file (JSON lines on stdout, in order).
-  std::vector<nlohmann::json> completions(const std::string& args, int nproc = 1) {
+  std::vector<nlohmann::json> completions(const std::string& args, int nproc = 1,
+                                          const std::string& run = "gpt") {
     const std::string bin = BRIGADE_BINARY;
     const std::string cmd =
         (nproc == 1 ? bin : bin + " launch --nproc " + std::to_string(nproc) + " --") +
-        " generate --ckpt " + dir_ + "/gpt --prompts " + dir_ + "/prompts.txt " + args +
+        " generate --ckpt " + dir_ + "/" + run + " --prompts " + dir_ + "/prompts.txt " + args +
         " 2>/dev/null";
     const auto r = run_command(cmd, 120);
     EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
@@ -101,6 +102,37 @@ TEST_F(GenerateCommand, AStopStringEndsTheCompletionBeforeIt) {
       EXPECT_EQ(stopped[i].at("finish"), "stop") << i;
     }
   }
+}
+
+TEST_F(GenerateCommand, ALoraCheckpointGeneratesAsItsMergedExport) {
+  const std::string bin = BRIGADE_BINARY;
+  const std::string config = dir_ + "/lora.toml";
+  std::ofstream(config) << testing::tiny_gpt_config(
+      {{"train.steps", "20"},
+       {"train.lr", "1e-1"},
+       {"model.vocab", "300"},
+       {"model.n_head", "4"},
+       {"lora.rank", "4"},
+       {"lora.targets", "[\"attn.c_attn\", \"mlp.c_fc\"]"}});
+  auto r = run_command(bin + " train " + config + " --set run.out_dir=" + dir_ +
+                           " --set run.name=lora --set train.init_from=" + dir_ + "/gpt",
+                       120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The reference: merged by export into plain GPT-2 files, imported as a plain run.
+  r = run_command(bin + " export --ckpt " + dir_ + "/lora --out " + dir_ + "/lora-hf", 60);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ofstream(dir_ + "/plain.toml")
+      << testing::tiny_gpt_config({{"model.vocab", "300"}, {"model.n_head", "4"}});
+  r = run_command(bin + " import --from " + dir_ + "/lora-hf --config " + dir_ +
+                      "/plain.toml --set run.out_dir=" + dir_ + " --set run.name=merged",
+                  60);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Sampled (greedy text of so small a model hides small changes of the logits).
+  const std::string sampled = "--temperature 1 --top-k 0 --seed 5 --tokens 30";
+  const auto adapted = texts(completions(sampled, 1, "lora"));
+  EXPECT_EQ(adapted, texts(completions(sampled, 1, "merged")));
+  EXPECT_NE(adapted, texts(completions(sampled, 1, "gpt")));   // the adapters changed the model
+  EXPECT_EQ(adapted, texts(completions(sampled, 2, "lora")));  // merged, then split over tp = 2
 }
 
 TEST_F(GenerateCommand, RefusesWhatItCannotDo) {

@@ -19,6 +19,7 @@ Command add_train(CLI::App& app);
 Command add_check_config(CLI::App& app);
 Command add_eval(CLI::App& app);
 Command add_generate(CLI::App& app);
+Command add_serve(CLI::App& app);
 Command add_tokenize(CLI::App& app);
 Command add_launch(CLI::App& app);
 Command add_export(CLI::App& app);

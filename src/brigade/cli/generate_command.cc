@@ -13,18 +13,13 @@
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
-#include "brigade/ckpt/checkpoint.h"
-#include "brigade/ckpt/sharded_reader.h"
 #include "brigade/cli/commands.h"
-#include "brigade/data/bpe.h"
-#include "brigade/data/byte_tokenizer.h"
+#include "brigade/infer/checkpoint_model.h"
 #include "brigade/infer/generator.h"
 #include "brigade/model/gpt.h"
 #include "brigade/runtime/config.h"
 #include "brigade/runtime/process_group.h"
-#include "brigade/train/checkpointing.h"
 #include "brigade/train/model_factory.h"
-#include "brigade/train/tp_state_pieces.h"
 #include "brigade/train/trainer.h"
 
 namespace brigade::cli {
@@ -59,52 +54,22 @@ std::vector<std::string> read_prompts(const std::string& path) {
   return prompts;
 }
 
-std::unique_ptr<Tokenizer> load_tokenizer(const ShardedCheckpointReader& reader,
-                                          const Config& config) {
-  std::unique_ptr<Tokenizer> tokenizer;
-  if (const std::optional<std::string> merges = checkpoint_tokenizer(reader)) {
-    tokenizer = std::make_unique<BpeTokenizer>(
-        BpeTokenizer::parse(*merges, reader.dir() + "/tokenizer.bpe"));
-  } else {
-    tokenizer = std::make_unique<ByteTokenizer>();
-  }
-  // Prompt ids index the embedding: a tokenizer larger than the model's vocabulary (a merges
-  // file that does not belong to this checkpoint) is refused rather than read past the table.
-  if (tokenizer->vocab_size() > config.model.vocab) {
-    throw CheckpointError(fmt::format(
-        "{}: its tokenizer has {} ids but model.vocab = {}; the tokenizer does not belong to "
-        "this checkpoint",
-        reader.dir(), tokenizer->vocab_size(), config.model.vocab));
-  }
-  return tokenizer;
-}
-
 int run_generate(GenerateArgs args) {
-  const std::string dir = resolve_checkpoint_dir(args.ckpt);
-  const ShardedCheckpointReader reader = ShardedCheckpointReader::open(dir);
-  if (!reader.state().contains("config") || !reader.state().at("config").is_string()) {
-    throw CheckpointError(fmt::format("{}/manifest.json holds no config", dir));
-  }
-  Config config = parse_config(reader.state().at("config").get<std::string>(), dir);
-  if (config.model.kind != "gpt") {
-    throw ConfigError(
-        fmt::format("model.kind = \"{}\": generate needs a gpt checkpoint", config.model.kind));
-  }
+  GenerationCheckpoint ckpt = open_generation_checkpoint(args.ckpt);
   std::vector<std::string> prompts = args.prompts_file.empty()
                                          ? std::vector<std::string>{args.prompt}
                                          : read_prompts(args.prompts_file);
-  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(reader, config);
-  configure_kernels(config.train);
-
+  configure_kernels(ckpt.config.train);
   // Tensor parallel over every process of the job (none alone).
   const DistEnv env = detect_dist_env();
-  const GptConfig gpt = gpt_config(config.model);
-  if (env.world_size > 1) validate_tensor_parallel(gpt, env.world_size, false);
-  ProcessGroup group = join_process_group(config.comm, env);
+  if (env.world_size > 1) {
+    validate_tensor_parallel(gpt_config(ckpt.config.model), env.world_size, false);
+  }
+  ProcessGroup group = join_process_group(ckpt.config.comm, env);
   detail::set_log_rank(group.rank());
-  const TpContext tp{.comm = group.world.get(), .sequence_parallel = false};
-  Gpt model(gpt, 1, tp);
-  load_initial_weights(dir, group.world.get(), tp_state_pieces(model.layout(), model.params()));
+  const std::unique_ptr<Gpt> model = load_generation_model(ckpt, group.world.get());
+  const GptConfig& gpt = model->config();
+  const Tokenizer& tokenizer = *ckpt.tokenizer;
 
   const bool print = group.rank() == 0;
   args.options.sampling.seed = static_cast<uint64_t>(args.seed);
@@ -113,7 +78,7 @@ int run_generate(GenerateArgs args) {
     if (print) std::fputs("brigade generate: MoE model: without the key-value cache\n", stderr);
     args.options.kv_cache = false;
   }
-  Generator generator(model, *tokenizer, args.options);
+  Generator generator(*model, tokenizer, args.options);
   const bool stream = args.prompts_file.empty();
   TextCallback on_text;
   if (stream && print) {
@@ -139,6 +104,7 @@ int run_generate(GenerateArgs args) {
       std::fwrite(text.data(), 1, text.size(), stdout);
     }
   }
+  std::fflush(stdout);  // the completions before the statistics, in a shared pipe too
   const GenerationStats& st = generator.stats();
   std::fprintf(stderr,
                "brigade generate: %lld tokens for %zu prompt(s) in %.2f s: %.1f tokens/s (%s, "

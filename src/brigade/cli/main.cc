@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
       {"check-config", brigade::cli::add_check_config(app)},
       {"eval", brigade::cli::add_eval(app)},
       {"generate", brigade::cli::add_generate(app)},
+      {"serve", brigade::cli::add_serve(app)},
       {"tokenize", brigade::cli::add_tokenize(app)},
       {"launch", brigade::cli::add_launch(app)},
       {"export", brigade::cli::add_export(app)},

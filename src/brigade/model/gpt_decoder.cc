@@ -24,6 +24,8 @@ GptDecoder::GptDecoder(Gpt& model, int64_t max_slots, int64_t max_rows)
         "blocks yet (generate with --no-kv-cache)",
         c.n_experts));
   }
+  // Adapters are merged into the base weights before generation (infer/checkpoint_model.h).
+  BRIGADE_CHECK(!c.lora()) << "the decoder runs plain weights: merge LoRA adapters first";
   BRIGADE_CHECK(max_slots >= 1 && max_rows >= 1) << "decoder of " << max_slots << " slots";
   tp_.sequence_parallel = false;  // every rank holds every new row
   const GptShard& sh = model.shard();
