@@ -131,7 +131,7 @@ class IndexedFolder : public ::testing::Test {
   }
   TempDir dir_;
   TextSplits splits_;
-  ShardIndex index_;
+  TokenShardIndex index_;
   std::vector<int32_t> train_, val_;
 };
 
@@ -165,7 +165,7 @@ TEST_F(IndexedFolder, RefusesAMissingDamagedOrForeignFileNamingIt) {
   expect_throw_mentioning<IoError>([&] { read_indexed_shards(dir_.path()); },
                                    dir_.file("tokenizer.bpe") + ": listed in index.json");
   // Byte tokens with a merges file beside them: which one made the shards is unknown.
-  ShardIndex bytes_index;
+  TokenShardIndex bytes_index;
   write_file_atomic(dir_.file("index.json"), shard_index_json(bytes_index));
   write_bytes(dir_.file("tokenizer.bpe"), "brigade-bpe 1\n");
   expect_throw_mentioning<IoError>([&] { read_indexed_shards(dir_.path()); },

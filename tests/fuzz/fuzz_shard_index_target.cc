@@ -26,7 +26,7 @@ class ShardIndexTarget final : public Target {
     const BpeTokenizer bpe = BpeTokenizer::train(text, 300);
     bpe.save(dir_ + "/tokenizer.bpe");
     const FileDigest d = digest_file(dir_ + "/tokenizer.bpe");
-    ShardIndex index{.tokenizer = "bpe",
+    TokenShardIndex index{.tokenizer = "bpe",
                      .tokenizer_bytes = d.bytes,
                      .tokenizer_crc32 = d.crc32,
                      .vocab = static_cast<uint32_t>(bpe.vocab_size()),

@@ -37,7 +37,7 @@ class ConfigTarget final : public Target {
   // validate() names the key ("train.lr = nan: ..."), which is where to look in any file.
   bool locates(std::string_view message) const override {
     for (const char* s : {"run.", "model.", "data.", "train.", "parallel.", "sync.", "ps.", "fed.",
-                          "comm.", "monitor."}) {
+                          "comm.", "monitor.", "lora."}) {
       if (message.substr(0, std::string_view(s).size()) == s) return true;
     }
     return false;

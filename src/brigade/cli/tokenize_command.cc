@@ -131,7 +131,7 @@ nlohmann::json report_json(Split split, int64_t number, const ShardEntry& e) {
 }
 
 // Puts one rank's report into the index's split lists, refusing what does not fit.
-void add_report(const std::string& text, int from, ShardIndex& index) {
+void add_report(const std::string& text, int from, TokenShardIndex& index) {
   const nlohmann::json j = parse_json_bounded(text, fmt::format("rank {}'s report", from));
   auto bad = [&](const std::string& why) {
     return CommError(CommError::Kind::kOther,
@@ -161,7 +161,7 @@ void add_report(const std::string& text, int from, ShardIndex& index) {
 }
 
 // Rank 0's step 3: every shard reported and on disk, then the index.
-void write_index(const std::string& out, ShardIndex& index) {
+void write_index(const std::string& out, TokenShardIndex& index) {
   for (SplitIndex* s : {&index.train, &index.val}) {
     for (size_t k = 0; k < s->shards.size(); ++k) {
       const ShardEntry& e = s->shards[k];
@@ -224,7 +224,7 @@ int run_tokenize(const TokenizeArgs& args) {
       return 0;
     }
     // 3. The index, last.
-    ShardIndex index;
+    TokenShardIndex index;
     index.tokenizer = dynamic_cast<const BpeTokenizer*>(tokenizer.get()) ? "bpe" : "byte";
     if (index.tokenizer == "bpe") {
       const FileDigest d = digest_file(args.out + "/" + kTokenizerFile);

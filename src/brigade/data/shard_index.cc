@@ -230,7 +230,7 @@ bool has_numbered_shards(const std::string& dir) {
   return false;
 }
 
-std::string shard_index_json(const ShardIndex& index) {
+std::string shard_index_json(const TokenShardIndex& index) {
   Json j = {{"format", kShardIndexFormat}, {"tokenizer", index.tokenizer}};
   if (index.tokenizer == "bpe") {
     j["tokenizer_bytes"] = index.tokenizer_bytes;
@@ -243,7 +243,7 @@ std::string shard_index_json(const ShardIndex& index) {
   return j.dump(1) + "\n";
 }
 
-ShardIndex parse_shard_index(std::string_view text, const std::string& path) {
+TokenShardIndex parse_shard_index(std::string_view text, const std::string& path) {
   const nlohmann::json j =
       parse_json_bounded(text, path, JsonLimits{.max_bytes = kMaxShardIndexBytes, .max_depth = 8});
   const Fields f(path);
@@ -252,7 +252,7 @@ ShardIndex parse_shard_index(std::string_view text, const std::string& path) {
     throw f.bad("format",
                 fmt::format("{} (this build reads format {})", format, kShardIndexFormat));
   }
-  ShardIndex index;
+  TokenShardIndex index;
   index.tokenizer = f.text(j, "tokenizer", "index");
   const int64_t vocab = f.count(j, "vocab", "index", BpeTokenizer::kMaxVocab);
   if (index.tokenizer == "bpe") {

@@ -43,7 +43,7 @@ struct SplitIndex {
   int64_t tokens() const;
 };
 
-struct ShardIndex {
+struct TokenShardIndex {
   std::string tokenizer = "byte";  // "bpe" or "byte"
   int64_t tokenizer_bytes = 0;     // bpe: size and CRC-32 of tokenizer.bpe
   uint32_t tokenizer_crc32 = 0;
@@ -65,15 +65,15 @@ bool is_tokenize_output_name(std::string_view name);
 bool has_numbered_shards(const std::string& dir);
 
 // The index as JSON text; a function of its fields only.
-std::string shard_index_json(const ShardIndex& index);
+std::string shard_index_json(const TokenShardIndex& index);
 
 // Parses and validates index text (path names it in messages): the format, every field's type
 // and range, shard names in order, each shard's size against its token count and the vocabulary,
 // at most kMaxShardsPerSplit shards. IoError naming path and the field otherwise.
-ShardIndex parse_shard_index(std::string_view text, const std::string& path);
+TokenShardIndex parse_shard_index(std::string_view text, const std::string& path);
 
 struct IndexedSplits {
-  ShardIndex index;
+  TokenShardIndex index;
   std::vector<int32_t> train;
   std::vector<int32_t> val;
   std::vector<std::string> files;  // the index, the tokenizer (bpe) and every shard, as read

@@ -12,16 +12,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "brigade/base/flat_range.h"
 #include "brigade/parallel/grad_buckets.h"
 
 namespace brigade {
-
-struct FlatRange {
-  int64_t begin = 0;
-  int64_t end = 0;
-  int64_t size() const { return end - begin; }
-  bool empty() const { return end <= begin; }
-};
 
 // [a.begin, a.end) intersected with [b.begin, b.end); empty (begin == end) when disjoint.
 FlatRange intersect(FlatRange a, FlatRange b);

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "brigade/base/flat_range.h"
 #include "brigade/comm/communicator.h"
 #include "brigade/comm/wire_traffic.h"
 #include "brigade/model/param_spec.h"
@@ -143,14 +144,6 @@ class DilocoOuter {
   // whose pseudo-gradients it used.
   std::vector<int> combine_members(const std::vector<int>& members, int64_t bytes,
                                    QuorumExchange& exchange, const std::string& what);
-};
-
-// A contiguous range of the flat buffers.
-struct FlatRange {
-  int64_t begin = 0;
-  int64_t end = 0;
-  int64_t size() const { return end - begin; }
-  bool operator==(const FlatRange&) const = default;
 };
 
 // Fragment f of num_fragments (P) over [begin, end): P contiguous pieces that tile the range in
