@@ -27,11 +27,11 @@ class ShardIndexTarget final : public Target {
     bpe.save(dir_ + "/tokenizer.bpe");
     const FileDigest d = digest_file(dir_ + "/tokenizer.bpe");
     TokenShardIndex index{.tokenizer = "bpe",
-                     .tokenizer_bytes = d.bytes,
-                     .tokenizer_crc32 = d.crc32,
-                     .vocab = static_cast<uint32_t>(bpe.vocab_size()),
-                     .val_fraction = 0.2,
-                     .shard_text_bytes = 300};
+                          .tokenizer_bytes = d.bytes,
+                          .tokenizer_crc32 = d.crc32,
+                          .vocab = static_cast<uint32_t>(bpe.vocab_size()),
+                          .val_fraction = 0.2,
+                          .shard_text_bytes = 300};
     ShardCutter cutter(300, 0.2, [&](ShardText&& s) {
       (s.split == Split::kTrain ? index.train : index.val)
           .shards.push_back(write_shard(dir_, s, bpe, 0));

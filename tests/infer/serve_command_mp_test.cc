@@ -28,8 +28,9 @@ class ServerProcess {
  public:
   ServerProcess(const std::string& args, const std::string& env, const std::string& log)
       : log_(log) {
-    const std::string cmd = env + " exec timeout -k 5 120 " + std::string(BRIGADE_BINARY) +
-                            " serve " + args + " > " + log + " 2>&1";
+    // --foreground: timeout passes our SIGTERM to the server once (not again to its group).
+    const std::string cmd = env + " exec timeout --foreground -k 5 120 " +
+                            std::string(BRIGADE_BINARY) + " serve " + args + " > " + log + " 2>&1";
     pid_ = fork();
     if (pid_ == 0) {
       execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));

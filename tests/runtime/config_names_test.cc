@@ -45,9 +45,9 @@ TEST(ConfigNamesTest, AnOverrideIsNamedNotTheFile) {
             std::string::npos)
       << section;
   // Every section is listed, the parameter-server and federation ones too.
-  EXPECT_NE(
-      section.find("allowed: run, model, data, train, parallel, sync, ps, fed, comm, monitor"),
-      std::string::npos)
+  EXPECT_NE(section.find(
+                "allowed: run, model, lora, data, train, parallel, sync, ps, fed, comm, monitor"),
+            std::string::npos)
       << section;
 }
 

@@ -9,6 +9,7 @@
 #include "brigade/train/hybrid_layout.h"
 #include "brigade/train/job_check.h"
 #include "brigade/train/trainer.h"
+#include "brigade/train/training_data.h"
 
 namespace brigade::cli {
 
@@ -68,6 +69,7 @@ WorkerConfigFacts validate_worker_config(const std::vector<std::string>& worker_
   if (world_size > 0) check_world_size(config, world_size);
   check_freeze(config);
   check_data_paths(config);
+  resolve_vocab_from_data(config);
   return {.federated = config.sync.method == "fed"};
 }
 
@@ -82,6 +84,7 @@ Command add_train(CLI::App& app) {
     config.validate();
     check_freeze(config);
     check_data_paths(config);  // before a run folder is made
+    resolve_vocab_from_data(config);
     return train(config);
   };
 }
@@ -100,6 +103,7 @@ Command add_check_config(CLI::App& app) {
     if (args->nproc > 0) check_world_size(config, args->nproc);
     check_freeze(config);
     check_data_paths(config);
+    resolve_vocab_from_data(config);
     // Without a world size dp is parallel.dp (or 1); `brigade launch` checks the product.
     const std::string mesh =
         is_model_parallel(config) ? resolve_hybrid_layout(config, args->nproc).to_string() : "";

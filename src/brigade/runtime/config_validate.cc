@@ -438,7 +438,12 @@ void Config::validate() const {
   if (model.kind == "gpt") {
     require_one_of(data.source, "data.source", {"fortunes", "text", "jsonl", "shards"});
     require_one_of(data.tokenizer, "data.tokenizer", {"byte", "bpe"});
-    if (data.tokenizer == "byte") {
+    if (model.vocab == 0) {
+      // From the data (train/training_data.h resolve_vocab_from_data), where it records one.
+      require(data.source == "shards" || data.tokenizer == "byte", "model.vocab", "0",
+              "from the data needs token shards or byte tokens: data.tokenizer = \"bpe\" trains "
+              "its merges up to model.vocab, so give the size");
+    } else if (data.tokenizer == "byte") {
       require_range(model.vocab, "model.vocab", 256, 1 << 20);
     } else {
       require_range(model.vocab, "model.vocab", 257, 65536);

@@ -212,6 +212,28 @@ TrainingData load_shards(const Config& config) {
 
 }  // namespace
 
+void resolve_vocab_from_data(Config& config) {
+  if (config.model.kind != "gpt" || config.model.vocab != 0) return;
+  const std::string& dir = config.data.path;
+  int64_t vocab = 256;  // byte tokens
+  if (config.data.source == "shards") {
+    if (file_exists(dir + "/" + kShardIndexFile)) {
+      const std::string path = dir + "/" + kShardIndexFile;
+      vocab = parse_shard_index(read_file(path, kMaxShardIndexBytes), path).vocab;
+    } else if (file_exists(dir + "/" + kTrainShardFile)) {
+      vocab = read_token_shard_info(dir + "/" + kTrainShardFile).vocab_size;
+    } else {
+      const std::vector<std::string> files = llmc_split_files(dir, "train");
+      if (files.empty()) {
+        throw IoError(fmt::format("{}: no {} or llm.c token files to read model.vocab = 0 from",
+                                  dir, kTrainShardFile));
+      }
+      vocab = read_token_shard_info(files.front()).dtype_bytes == 2 ? 50257 : 128256;
+    }
+  }
+  config.model.vocab = vocab;
+}
+
 double unigram_bits_per_byte(const std::string& train_text, const std::string& eval_text) {
   std::array<double, 256> counts{};
   counts.fill(1.0);

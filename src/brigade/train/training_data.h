@@ -12,8 +12,9 @@
 
 namespace brigade {
 
-// The files of a tokenized corpus folder, as `brigade tokenize` writes it and
-// data.source = "shards" reads it.
+// The files of a tokenized corpus folder of the single-file layout (before numbered shards and
+// index.json, data/shard_index.h, which `brigade tokenize` now writes); data.source = "shards"
+// reads both.
 inline constexpr const char* kTrainShardFile = "train.bin";
 inline constexpr const char* kValShardFile = "val.bin";
 inline constexpr const char* kTokenizerFile = "tokenizer.bpe";  // absent for byte tokens
@@ -45,6 +46,13 @@ TrainingData load_training_data(const Config& config, const RunFolder& folder);
 // data's tokenizer (a shards folder's) is not the checkpoint's.
 TrainingData load_evaluation_data(const Config& config, const std::optional<std::string>& merges,
                                   const std::string& origin, bool whole);
+
+// model.vocab = 0 means "from the data": the vocabulary of a shards folder (its index.json or
+// train.bin header; llm.c files record none, so their format's tokenizer: GPT-2's 50257 for
+// uint16 files, LLaMA 3's 128256 for uint32), or 256 for byte tokens. Replaces the 0 in config
+// (a no-op for any other value), before the layout checks and the run folder see it. IoError
+// naming the file that cannot tell.
+void resolve_vocab_from_data(Config& config);
 
 // Unigram baseline: -sum log2 p_train(byte) over the bytes of eval_text, per byte, with
 // add-one smoothing of the train counts.
