@@ -87,6 +87,16 @@ TEST_F(InitFrom, EqualsTheSameWeightsImportedByHandInAnyLayout) {
     EXPECT_NEAR(zero3[i], batch8[i], 1e-5 * batch8[i]) << i;
   }
 
+  // Straight from the Hugging Face folder (hf:DIR, no import): the same weights, so the same
+  // steps bitwise; and into tp = 2, each rank taking its shards of the whole file.
+  const std::string hf = "--set train.init_from=hf:" + dir_ + "/hf --set train.steps=3";
+  train("fine-hf", hf);
+  EXPECT_EQ(losses("fine-hf"), fine) << "init_from = hf: and import + train differ";
+  train("fine-hf-tp2", hf + " --set parallel.tp=2", 2);
+  const auto hf_tp2 = losses("fine-hf-tp2");
+  ASSERT_EQ(hf_tp2.size(), 3u);
+  for (size_t i = 0; i < hf_tp2.size(); ++i) EXPECT_NEAR(hf_tp2[i], fine[i], 1e-5 * fine[i]) << i;
+
   // Resumed, the run continues from its own checkpoint and says the source is not used.
   const std::string again = train("fine", from + " --set train.steps=4");
   EXPECT_NE(again.find("is not used: the run resumes from its own checkpoint"), std::string::npos)
@@ -104,6 +114,19 @@ TEST_F(InitFrom, AMissingSourceOrAnotherShapeIsRefused) {
       " --set run.name=wide --set model.d_model=64 --set train.init_from=" + dir_ + "/small");
   EXPECT_EQ(shape.exit_code, 4) << shape.output;
   EXPECT_NE(shape.output.find("has shape"), std::string::npos) << shape.output;
+  // hf: a folder that is not a Hugging Face model is missing data (3), before anything starts.
+  const auto no_hf = brigade("train " + config_ + " --set run.out_dir=" + dir_ +
+                             " --set run.name=no-hf --set train.init_from=hf:" + dir_ + "/small");
+  EXPECT_EQ(no_hf.exit_code, 3) << no_hf.output;
+  EXPECT_NE(no_hf.output.find("config.json is missing"), std::string::npos) << no_hf.output;
+  // An HF model of another width: exit 4 naming the tensor.
+  ASSERT_EQ(brigade("export --ckpt " + dir_ + "/small --out " + dir_ + "/hf-small").exit_code, 0);
+  const auto hf_shape =
+      brigade("train " + config_ + " --set run.out_dir=" + dir_ +
+              " --set run.name=wide-hf --set model.d_model=64 --set train.init_from=hf:" + dir_ +
+              "/hf-small");
+  EXPECT_EQ(hf_shape.exit_code, 4) << hf_shape.output;
+  EXPECT_NE(hf_shape.output.find("has shape"), std::string::npos) << hf_shape.output;
 }
 
 }  // namespace

@@ -8,6 +8,9 @@
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
 #include "brigade/ckpt/checkpoint.h"
+#include "brigade/ckpt/hf_gpt2.h"
+#include "brigade/ckpt/region.h"
+#include "brigade/model/gpt_layout.h"
 #include "brigade/model/lora.h"
 #include "brigade/monitor/timer.h"
 
@@ -173,8 +176,52 @@ std::string save_checkpoint(const std::string& root, const SavedState& state, co
   return writer.commit(state_json(state));
 }
 
+namespace {
+
+// train.init_from = "hf:DIR": a Hugging Face GPT-2 folder. Every rank reads the whole model (the
+// files hold no shards) into the tp = 1 layout of the architecture config.json describes, then
+// copies the regions of its own pieces out of it.
+std::string load_initial_hf_weights(const std::string& dir, const std::vector<StatePiece>& pieces) {
+  const GptConfig hf = load_hf_gpt2_config(dir);
+  ParamLayout layout;
+  std::vector<ParamGroup> groups;
+  build_gpt_layout(hf, make_gpt_shard(hf, 1, 0), layout, groups);
+  std::vector<float> params(static_cast<size_t>(layout.total()));
+  load_hf_gpt2_weights(dir, hf, layout, params.data());
+  for (const StatePiece& p : pieces) {
+    if (p.piece.tensor.find('/') != std::string::npos) continue;
+    const ParamSpec* spec = layout.find(p.piece.tensor);
+    if (!spec) {
+      // An adapter keeps its initialisation, as from a checkpoint without it.
+      if (is_lora_tensor(p.piece.tensor)) continue;
+      throw CheckpointError(
+          fmt::format("{}: the model holds no tensor \"{}\" (this run needs it: "
+                      "another architecture?)",
+                      dir, p.piece.tensor));
+    }
+    if (spec->shape != p.piece.shape) {
+      throw CheckpointError(fmt::format(
+          "{}: tensor \"{}\" has shape [{}]; this run needs [{}] (config.json describes another "
+          "model than the run's [model])",
+          dir, p.piece.tensor, fmt::join(spec->shape, ", "), fmt::join(p.piece.shape, ", ")));
+    }
+    float* out = p.data;
+    const float* whole = params.data() + spec->offset;
+    for (const FlatRun& run : region_runs(p.piece.region, spec->shape)) {
+      out = std::copy(whole + run.begin, whole + run.end, out);
+    }
+  }
+  return dir;
+}
+
+}  // namespace
+
 std::string load_initial_weights(const std::string& source, Communicator* world,
                                  const std::vector<StatePiece>& pieces, int64_t* step) {
+  if (source.rfind(kHfSourcePrefix, 0) == 0) {
+    if (step) *step = 0;
+    return load_initial_hf_weights(source.substr(std::string_view(kHfSourcePrefix).size()), pieces);
+  }
   const std::string dir = resolve_checkpoint_dir(source);
   const ShardedCheckpointReader reader = ShardedCheckpointReader::open(dir, world);
   // Parameters are named as the model names them; everything else (optimizer state, a sync

@@ -96,6 +96,9 @@ std::optional<SavedState> load_latest_checkpoint(const std::string& root, Commun
 // checkpoints root: its newest valid checkpoint). Collective over world. Returns the folder
 // read, and its step in *step. CheckpointError naming the tensor when a shape differs. LoRA
 // adapters the source does not hold (a base run) are skipped: they keep their initialisation.
+// A source "hf:DIR" is a Hugging Face GPT-2 folder (config.json, model.safetensors), read by
+// every rank whole (its step is 0); its config.json must describe the run's model.
+inline constexpr const char* kHfSourcePrefix = "hf:";
 std::string load_initial_weights(const std::string& source, Communicator* world,
                                  const std::vector<StatePiece>& pieces, int64_t* step = nullptr);
 

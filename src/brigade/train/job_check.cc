@@ -10,6 +10,7 @@
 #include "brigade/data/input_files.h"
 #include "brigade/data/text_corpus.h"
 #include "brigade/optim/trainable_mask.h"
+#include "brigade/train/checkpointing.h"
 #include "brigade/train/fed_roles.h"
 #include "brigade/train/hybrid_layout.h"
 #include "brigade/train/model_factory.h"
@@ -55,7 +56,17 @@ void require_folder(const std::string& dir, const std::string& what) {
 void check_data_paths(const Config& config) {
   const std::string& init_from = config.train.init_from;
   std::error_code ec;
-  if (!init_from.empty() && !std::filesystem::is_directory(init_from, ec)) {
+  if (init_from.rfind(kHfSourcePrefix, 0) == 0) {
+    const std::string dir = init_from.substr(std::string_view(kHfSourcePrefix).size());
+    for (const char* f : {"config.json", "model.safetensors"}) {
+      if (!std::filesystem::is_regular_file(dir + "/" + f, ec)) {
+        throw IoError(fmt::format(
+            "train.init_from = \"{}\": {}/{} is missing (hf:DIR names a Hugging Face GPT-2 folder, "
+            "as `brigade export` writes it)",
+            init_from, dir, f));
+      }
+    }
+  } else if (!init_from.empty() && !std::filesystem::is_directory(init_from, ec)) {
     throw IoError(fmt::format(
         "train.init_from = \"{}\": no such folder (give a run folder, its checkpoints folder or "
         "one checkpoint, e.g. runs/NAME or runs/NAME/checkpoints/step_00000600)",
