@@ -268,6 +268,11 @@ TEST_F(Launch, RunsBrigadeSubcommandsByDefault) {
   auto out = lines_of(ok.out());
   EXPECT_THAT(out, Contains("[rank 0] [run]"));
   EXPECT_THAT(out, Contains("[rank 1] [run]"));
+  // As torchrun users write it, with the program's name first: the same subcommand.
+  BackgroundBrigade named({"launch", "--nproc", "2", "--", BRIGADE_BINARY, "check-config", config},
+                          dir_);
+  ASSERT_EQ(named.wait(kLaunchTimeout), 0) << named.err();
+  EXPECT_THAT(lines_of(named.out()), Contains("[rank 1] [run]"));
 
   BackgroundBrigade bad({"launch", "--nproc", "2", "--", "check-config", dir_ + "/missing.toml"},
                         dir_);

@@ -6,6 +6,7 @@
 // --max_restarts), so a user's torchrun command line runs unchanged.
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -129,6 +130,12 @@ Command add_launch(CLI::App& app) {
       ->required();
   return [args]() {
     LaunchOptions options = args->options;
+    // `-- brigade train ...` as torchrun users write a program: the worker command is this
+    // binary's subcommand, so a leading name of brigade itself is dropped.
+    if (!options.exec_raw && options.args.size() > 1 &&
+        std::filesystem::path(options.args[0]).filename() == "brigade") {
+      options.args.erase(options.args.begin());
+    }
     options.nnodes = parse_nnodes(args->nnodes);
     resolve_master(*args, options);
     // The launch options first (they name the flag), then the worker's config, all before any
