@@ -54,10 +54,7 @@ int run_export(const ExportArgs& args) {
   }
   // Either format: the whole tensors, assembled from whatever shards wrote them.
   const ShardedCheckpointReader reader = ShardedCheckpointReader::open(dir);
-  if (!reader.state().contains("config") || !reader.state().at("config").is_string()) {
-    throw CheckpointError(fmt::format("{}/manifest.json holds no config", dir));
-  }
-  Config config = parse_config(reader.state().at("config").get<std::string>(), dir);
+  Config config = checkpoint_config(reader);
   if (config.model.kind != "gpt") {
     throw ConfigError(
         fmt::format("model.kind = \"{}\" in {}: only GPT checkpoints export to Hugging Face GPT-2",

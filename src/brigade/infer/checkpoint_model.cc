@@ -19,10 +19,7 @@ GenerationCheckpoint open_generation_checkpoint(const std::string& path) {
   GenerationCheckpoint ckpt;
   ckpt.dir = resolve_checkpoint_dir(path);
   const ShardedCheckpointReader reader = ShardedCheckpointReader::open(ckpt.dir);
-  if (!reader.state().contains("config") || !reader.state().at("config").is_string()) {
-    throw CheckpointError(fmt::format("{}/manifest.json holds no config", ckpt.dir));
-  }
-  ckpt.config = parse_config(reader.state().at("config").get<std::string>(), ckpt.dir);
+  ckpt.config = checkpoint_config(reader);
   if (ckpt.config.model.kind != "gpt") {
     throw ConfigError(fmt::format("model.kind = \"{}\": generation needs a gpt checkpoint",
                                   ckpt.config.model.kind));

@@ -242,6 +242,14 @@ SavedState load_model_weights(const ShardedCheckpointReader& reader, Model& mode
   return state_from(reader.state(), reader.dir());
 }
 
+Config checkpoint_config(const ShardedCheckpointReader& reader) {
+  const std::string origin = reader.dir() + "/manifest.json";
+  if (!reader.state().contains("config") || !reader.state().at("config").is_string()) {
+    throw CheckpointError(fmt::format("{} holds no config", origin));
+  }
+  return parse_config(reader.state().at("config").get<std::string>(), origin);
+}
+
 std::optional<std::string> checkpoint_tokenizer(const ShardedCheckpointReader& reader) {
   if (reader.contains(kTokenizerFile)) {
     const ShardTensorEntry& t = reader.tensor(kTokenizerFile);

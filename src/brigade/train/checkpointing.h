@@ -24,6 +24,7 @@
 #include "brigade/model/model.h"
 #include "brigade/optim/optimizer.h"
 #include "brigade/parallel/dp_strategy.h"
+#include "brigade/runtime/config.h"
 
 namespace brigade {
 
@@ -121,5 +122,9 @@ SavedState load_model_weights(const ShardedCheckpointReader& reader, Model& mode
 
 // The BPE merges the checkpoint carries, or nullopt for a byte-level model.
 std::optional<std::string> checkpoint_tokenizer(const ShardedCheckpointReader& reader);
+
+// The config the checkpoint's run trained with (its manifest's "config"), parsed. Throws
+// CheckpointError when the manifest holds none, ConfigError when it does not parse.
+Config checkpoint_config(const ShardedCheckpointReader& reader);
 
 }  // namespace brigade

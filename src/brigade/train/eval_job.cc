@@ -29,19 +29,19 @@ namespace brigade {
 namespace {
 
 // The checkpoint's config as the evaluation runs it: the same model and data (data.path from
-// the job), one data-parallel layout over the job and plain DDP, then the job's overrides.
-Config evaluation_config(const ShardedCheckpointReader& reader, const EvalJob& job) {
-  const std::string origin = reader.dir() + "/manifest.json";
-  if (!reader.state().contains("config") || !reader.state().at("config").is_string()) {
-    throw CheckpointError(fmt::format("{} holds no config", origin));
-  }
-  Config base = parse_config(reader.state().at("config").get<std::string>(), origin);
+// the job), one data-parallel layout over the job and plain DDP, then the job's overrides;
+// validated, and checked against world_size processes and the data paths.
+Config evaluation_config(const ShardedCheckpointReader& reader, const EvalJob& job,
+                         int64_t world_size) {
+  Config base = checkpoint_config(reader);
   base.parallel = ParallelConfig{};
   base.sync = SyncConfig{};
   base.train.init_from.clear();
   if (!job.data.empty()) base.data.path = job.data;
-  Config config = parse_config(base.to_toml(), origin, job.overrides);
+  Config config = parse_config(base.to_toml(), reader.dir() + "/manifest.json", job.overrides);
   config.validate();
+  check_world_size(config, world_size);
+  check_data_paths(config);
   return config;
 }
 
@@ -57,28 +57,21 @@ void report(const EvalJob& job, const nlohmann::json& figures, const std::string
 void check_eval_job(const EvalJob& job, int64_t world_size) {
   const ShardedCheckpointReader reader =
       ShardedCheckpointReader::open(resolve_checkpoint_dir(job.checkpoint));
-  const Config config = evaluation_config(reader, job);
-  check_world_size(config, world_size);
-  check_data_paths(config);
+  evaluation_config(reader, job, world_size);
 }
 
 int run_eval_job(const EvalJob& job) {
   const std::string dir = resolve_checkpoint_dir(job.checkpoint);
   const ShardedCheckpointReader reader = ShardedCheckpointReader::open(dir);
-  Config config = evaluation_config(reader, job);
   const DistEnv env = detect_dist_env();
-  check_world_size(config, env.world_size);
-  check_data_paths(config);
+  Config config = evaluation_config(reader, job, env.world_size);
   configure_kernels(config.train);
   config.train.eval_batches = job.batches;  // 0: every micro-batch (EvalIterator)
 
   ProcessGroup group = join_process_group(config.comm, env);
   detail::set_log_rank(group.rank());
-  TrainingData data = load_evaluation_data(config, checkpoint_tokenizer(reader), dir, job.whole);
-  const std::string summary = data.summary;
-  const double bytes_per_token = data.val_bytes_per_token;
-  const bool has_tokenizer = data.tokenizer != nullptr;
-  TrainContext ctx(config, group, RunFolder{.root = dir}, std::move(data));
+  TrainContext ctx(config, group, RunFolder{.root = dir},
+                   load_evaluation_data(config, checkpoint_tokenizer(reader), dir, job.whole));
   std::unique_ptr<TrainEngine> engine =
       is_model_parallel(config)
           ? make_model_parallel_engine(ctx, model_parallel_layout(config, group))
@@ -95,7 +88,7 @@ int run_eval_job(const EvalJob& job) {
 
   const bool gpt = config.model.kind == "gpt";
   nlohmann::json figures = {{"checkpoint", dir},         {"step", step},
-                            {"data", summary},           {"ranks", group.size()},
+                            {"data", ctx.data.summary},  {"ranks", group.size()},
                             {"examples", sums.examples}, {"loss", sums.loss()},
                             {"seconds", seconds}};
   const std::string where = config.data.path.empty()
@@ -111,8 +104,8 @@ int run_eval_job(const EvalJob& job) {
     figures["tokens"] = tokens;
     figures["perplexity"] = std::exp(sums.loss());
     line += fmt::format(", perplexity {:.3f}", std::exp(sums.loss()));
-    if (has_tokenizer) {
-      const double bpb = sums.loss() / std::log(2.0) / bytes_per_token;
+    if (ctx.data.tokenizer) {
+      const double bpb = sums.loss() / std::log(2.0) / ctx.data.val_bytes_per_token;
       figures["bits_per_byte"] = bpb;
       line += fmt::format(", {:.4f} bits/byte", bpb);
     }
