@@ -20,4 +20,11 @@ inline std::vector<nlohmann::json> metrics_records(const std::string& path,
   return out;
 }
 
+// One field of every "train" record of a metrics.jsonl, step by step ("loss", "grad_norm", ...).
+inline std::vector<double> train_series(const std::string& path, const char* key = "loss") {
+  std::vector<double> out;
+  for (const nlohmann::json& j : metrics_records(path, "train")) out.push_back(j.at(key));
+  return out;
+}
+
 }  // namespace brigade::testing

@@ -27,6 +27,15 @@ inline CommandResult run_command(const std::string& command, int timeout_s = 300
   return r;
 }
 
+// The brigade command line `args` (a subcommand and its arguments) as a user runs it, alone, or
+// under `brigade launch --nproc N` when nproc > 1.
+inline CommandResult run_brigade(const std::string& args, int nproc = 1, int timeout_s = 180) {
+  const std::string bin = BRIGADE_BINARY;
+  return run_command(nproc == 1 ? bin + " " + args
+                                : bin + " launch --nproc " + std::to_string(nproc) + " -- " + args,
+                     timeout_s);
+}
+
 // A fresh empty directory under the build's test-tmp folder.
 inline std::string make_temp_dir(const std::string& tag) {
   std::string base = std::string(BRIGADE_TEST_TMP);

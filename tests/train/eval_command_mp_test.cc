@@ -22,12 +22,8 @@ using testing::run_command;
 class EvalCommand : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = make_temp_dir("eval-command"); }
-  testing::CommandResult brigade(const std::string& args, int nproc = 1) {
-    const std::string bin = BRIGADE_BINARY;
-    return run_command(nproc == 1
-                           ? bin + " " + args
-                           : bin + " launch --nproc " + std::to_string(nproc) + " -- " + args,
-                       180);
+  static testing::CommandResult brigade(const std::string& args, int nproc = 1) {
+    return testing::run_brigade(args, nproc, 180);
   }
   void train(const std::string& config_text, const std::string& name) {
     const std::string config = dir_ + "/" + name + ".toml";

@@ -20,6 +20,7 @@
 #include "common/checkpoint_tensors.h"
 #include "common/metrics_records.h"
 #include "common/run_command.h"
+#include "common/same_training.h"
 #include "common/tiny_gpt_config.h"
 
 namespace brigade {
@@ -53,11 +54,7 @@ class Freeze : public ::testing::Test {
   }
 
   static testing::CommandResult brigade(const std::string& args, int nproc = 1) {
-    const std::string bin = BRIGADE_BINARY;
-    return run_command(nproc == 1
-                           ? bin + " " + args
-                           : bin + " launch --nproc " + std::to_string(nproc) + " -- " + args,
-                       120);
+    return testing::run_brigade(args, nproc, 120);
   }
   static std::string train(const std::string& name, const std::string& extra, int nproc = 1) {
     const auto r = brigade(
@@ -78,11 +75,7 @@ class Freeze : public ::testing::Test {
   }
   // Each step's `key` ("loss", "grad_norm").
   static std::vector<double> per_step(const std::string& name, const char* key = "loss") {
-    std::vector<double> out;
-    for (const auto& j : testing::metrics_records(dir_ + "/" + name + "/metrics.jsonl", "train")) {
-      out.push_back(j.at(key));
-    }
-    return out;
+    return testing::train_series(dir_ + "/" + name + "/metrics.jsonl", key);
   }
 
   // Frozen tensors bitwise the source's, every other one changed, and no optimizer state for
@@ -120,27 +113,7 @@ class Freeze : public ::testing::Test {
   // its norm would report about 7 times the trainable norm) and weights (1e-5 of the largest)
   // as the one-process run.
   static void expect_same_training(const std::string& a, const std::string& b) {
-    SCOPED_TRACE(a + " vs " + b);
-    for (const char* key : {"loss", "grad_norm"}) {
-      const auto la = per_step(a, key), lb = per_step(b, key);
-      ASSERT_EQ(la.size(), 4u);
-      ASSERT_EQ(lb.size(), 4u);
-      for (size_t i = 0; i < la.size(); ++i) EXPECT_NEAR(la[i], lb[i], 1e-5 * la[i]) << key << i;
-    }
-    const auto ta = read_checkpoint(final_ckpt(a), CkptPart::kModel);
-    const auto tb = read_checkpoint(final_ckpt(b), CkptPart::kModel);
-    double max_abs = 0, max_diff = 0;
-    for (const auto& [tensor, x] : ta) {
-      ASSERT_TRUE(tb.count(tensor)) << tensor;
-      const WholeTensor& y = tb.at(tensor);
-      ASSERT_EQ(x.data.size(), y.data.size()) << tensor;
-      for (size_t i = 0; i < x.data.size(); ++i) {
-        max_abs = std::max(max_abs, std::abs(static_cast<double>(x.data[i])));
-        max_diff = std::max(max_diff, std::abs(static_cast<double>(x.data[i]) - y.data[i]));
-      }
-    }
-    EXPECT_GT(max_abs, 0.5);
-    EXPECT_LE(max_diff, 1e-5 * max_abs);
+    testing::expect_same_training(dir_ + "/" + a, final_ckpt(a), dir_ + "/" + b, final_ckpt(b), 4);
   }
 
   static inline std::string dir_, config_;

@@ -26,12 +26,8 @@ class InitFrom : public ::testing::Test {
     std::ofstream(config_) << testing::tiny_gpt_config(
         {{"train.steps", "6"}, {"train.warmup", "1"}, {"model.n_head", "2"}});
   }
-  testing::CommandResult brigade(const std::string& args, int nproc = 1) {
-    const std::string bin = BRIGADE_BINARY;
-    return run_command(nproc == 1
-                           ? bin + " " + args
-                           : bin + " launch --nproc " + std::to_string(nproc) + " -- " + args,
-                       180);
+  static testing::CommandResult brigade(const std::string& args, int nproc = 1) {
+    return testing::run_brigade(args, nproc, 180);
   }
   std::string train(const std::string& name, const std::string& extra, int nproc = 1) {
     const auto r = brigade(
@@ -41,11 +37,7 @@ class InitFrom : public ::testing::Test {
     return r.output;
   }
   std::vector<double> losses(const std::string& name) {
-    std::vector<double> out;
-    for (const auto& j : testing::metrics_records(dir_ + "/" + name + "/metrics.jsonl", "train")) {
-      out.push_back(j.at("loss"));
-    }
-    return out;
+    return testing::train_series(dir_ + "/" + name + "/metrics.jsonl");
   }
   std::string dir_, config_;
 };

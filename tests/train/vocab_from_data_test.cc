@@ -88,13 +88,8 @@ TEST(VocabFromData, ARunFromTheDataEqualsOneGivenTheSameVocabulary) {
   ASSERT_EQ(from_data.exit_code, 0) << from_data.output;
   const auto given = run_command(base + " --set run.name=given --set model.vocab=300", 120);
   ASSERT_EQ(given.exit_code, 0) << given.output;
-  std::vector<double> a, b;
-  for (const auto& j : testing::metrics_records(dir + "/auto/metrics.jsonl", "train")) {
-    a.push_back(j.at("loss"));
-  }
-  for (const auto& j : testing::metrics_records(dir + "/given/metrics.jsonl", "train")) {
-    b.push_back(j.at("loss"));
-  }
+  const std::vector<double> a = testing::train_series(dir + "/auto/metrics.jsonl");
+  const std::vector<double> b = testing::train_series(dir + "/given/metrics.jsonl");
   ASSERT_EQ(a.size(), 4u);
   EXPECT_EQ(a, b);
   // The run records the vocabulary it used, so eval and generate rebuild the same model.
