@@ -297,6 +297,24 @@ TEST_F(Launch, FailingWorkerStopsTheOthers) {
   expect_nothing_left();
 }
 
+TEST_F(Launch, TheCauseIsNamedNotTheWorkerThatLostItsPeer) {
+  // Rank 1 ends first with exit code 5 (a brigade worker that lost its peer), rank 0 a moment
+  // later with its own error: the launcher names rank 0, the cause.
+  BackgroundBrigade launch(launch_args(2,
+                                       "if [ $RANK = 1 ]; then exit 5; fi\n"
+                                       "sleep 0.2\nexit 3\n"),
+                           dir_);
+  EXPECT_EQ(launch.wait(kLaunchTimeout), kExitWorkerFailed) << launch.err();
+  EXPECT_THAT(launch.err(), HasSubstr("rank 0 exited with exit code 3"));
+  EXPECT_THAT(launch.err(), Not(HasSubstr("rank 1 exited with exit code 5")));
+  // Alone, a lost peer is still named, half a second later.
+  BackgroundBrigade alone(launch_args(2, "if [ $RANK = 1 ]; then exit 5; fi\nsleep 1000\n"), dir_);
+  EXPECT_EQ(alone.wait(kLaunchTimeout), kExitWorkerFailed) << alone.err();
+  EXPECT_THAT(alone.err(), HasSubstr("rank 1 exited with exit code 5"));
+  EXPECT_LT(alone.elapsed_s(), 4.0);
+  expect_nothing_left();
+}
+
 TEST_F(Launch, KilledWorkerIsReportedAndEverythingStops) {
   BackgroundBrigade launch(launch_args(2, write_pid("pid.$RANK") + "sleep 1000 &\nsleep 1000\n"),
                            dir_);

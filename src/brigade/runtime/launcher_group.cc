@@ -8,6 +8,11 @@
 // Phases: running -> stopping (SIGTERM or the forwarded signal sent, grace period running)
 //         -> killing (SIGKILL sent, kKillWait to die) -> done.
 // Stopping also sends SIGCONT, so that a stopped (SIGSTOP) worker acts on the SIGTERM.
+//
+// The failure named is the cause, not its echo: a worker that exits with kExitComm (it lost a
+// peer, or a peer published its error) is usually the consequence of another worker's failure
+// a moment earlier, and the two zombies can be reaped in either order. Such a failure is held
+// for kSettle; a different failure of another worker within it is named instead.
 #include "brigade/runtime/launcher_group.h"
 
 #include <fcntl.h>
@@ -24,6 +29,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "brigade/base/error.h"
 #include "brigade/monitor/progress.h"
@@ -38,9 +44,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kTick = std::chrono::milliseconds(100);
-constexpr auto kKillWait = std::chrono::seconds(10);   // SIGKILL to exit, unless stuck in D
-constexpr auto kOrphanWait = std::chrono::seconds(3);  // killing escaped descendants
-constexpr auto kDrainWait = std::chrono::seconds(1);   // reading what is left in the pipes
+constexpr auto kKillWait = std::chrono::seconds(10);      // SIGKILL to exit, unless stuck in D
+constexpr auto kOrphanWait = std::chrono::seconds(3);     // killing escaped descendants
+constexpr auto kDrainWait = std::chrono::seconds(1);      // reading what is left in the pipes
+constexpr auto kSettle = std::chrono::milliseconds(500);  // a lost peer's cause to exit too
 
 // Writes all of `bytes` to fd; a closed reader (EPIPE) just drops the output.
 void write_all(int fd, std::string_view bytes) {
@@ -161,6 +168,7 @@ class Supervisor {
       }
       reap();
       check_heartbeats();
+      check_held_failure(/*everyone_ended=*/running_ == 0);
       check_deadline();
     }
     finish();
@@ -189,11 +197,13 @@ class Supervisor {
       }
     }
     auto timeout = kTick;
-    if (phase_ != Phase::kRunning) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
+    auto wake_at = [&](Clock::time_point t) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now());
       timeout =
-          std::clamp(left + std::chrono::milliseconds(1), std::chrono::milliseconds(0), kTick);
-    }
+          std::clamp(left + std::chrono::milliseconds(1), std::chrono::milliseconds(0), timeout);
+    };
+    if (phase_ != Phase::kRunning) wake_at(deadline_);
+    if (held_) wake_at(held_->until);
     int n = ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
     if (n <= 0) return;
     for (size_t i = 1; i < fds.size(); ++i) {
@@ -298,18 +308,36 @@ class Supervisor {
 
   // The first failure of a running group: remember who and how, stop everybody.
   void worker_failed(const Worker& w, const std::string& how, int exit_code, bool hung) {
+    failed(w.rank, how, exit_code, hung, running_ - (w.running ? 1 : 0));
+  }
+
+  void failed(int rank, const std::string& how, int exit_code, bool hung, int others) {
+    held_.reset();
     outcome_.kind = GroupOutcome::Kind::kWorkerFailed;
-    outcome_.rank = w.rank;
+    outcome_.rank = rank;
     outcome_.how = how;
     outcome_.exit_code = exit_code;
     outcome_.hung = hung;
-    int others = running_ - (w.running ? 1 : 0);
     std::string rest = others == 0 ? ""
                                    : "; stopping the other " + std::to_string(others) +
                                          " worker(s) (SIGTERM, SIGKILL after " +
                                          seconds_text(o_.grace_s) + ")";
-    launcher_say("rank " + std::to_string(w.rank) + " " + how + rest);
+    launcher_say("rank " + std::to_string(rank) + " " + how + rest);
     begin_stop(SIGTERM);
+  }
+
+  // A worker's exit with kExitComm, held for kSettle (see the top of this file).
+  struct HeldFailure {
+    int rank;
+    std::string how;
+    Clock::time_point until;
+  };
+
+  void check_held_failure(bool everyone_ended) {
+    if (held_ && phase_ == Phase::kRunning && (everyone_ended || Clock::now() >= held_->until)) {
+      const HeldFailure h = *held_;
+      failed(h.rank, h.how, kExitComm, false, running_);
+    }
   }
 
   void reap() {
@@ -331,11 +359,13 @@ class Supervisor {
       bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       if (!ok && phase_ == Phase::kRunning) {
         std::string what = WIFSIGNALED(status) ? "was " : "exited with ";
+        const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         if (droppable(*w)) {
           worker_dropped(*w, what + describe_wait_status(status));
-        } else {
-          worker_failed(*w, what + describe_wait_status(status),
-                        WIFEXITED(status) ? WEXITSTATUS(status) : -1, false);
+        } else if (code != kExitComm) {
+          worker_failed(*w, what + describe_wait_status(status), code, false);
+        } else if (!held_) {
+          held_ = HeldFailure{w->rank, what + describe_wait_status(status), Clock::now() + kSettle};
         }
       }
     }
@@ -432,6 +462,7 @@ class Supervisor {
   Clock::time_point deadline_{};
   const GroupSpec* spec_ = nullptr;  // what start() ran, for restarting a dropped worker
   std::map<int, int> restarts_of_;   // rank -> restarts of that dropped worker so far
+  std::optional<HeldFailure> held_;  // a lost peer's exit, waiting for its cause (kSettle)
   std::array<char, 65536> buf_{};
 };
 
