@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "brigade/model/gpt.h"
+#include "brigade/model/lora.h"
 #include "brigade/parallel/tensor/tp_layout.h"
 #include "brigade/tensor/rng.h"
 #include "comm/comm_test_util.h"
@@ -40,6 +41,15 @@ using testutil::run_ranks;
 using testutil::TempDir;
 
 const GptConfig kCfg{.vocab = 13, .seq_len = 8, .d_model = 16, .n_layer = 2, .n_head = 4};
+// With LoRA adapters of rank 3 on all four linear layers of every block (model/lora.h): the
+// column-parallel layers' B and the row-parallel layers' A are split, the other factor
+// replicated.
+GptConfig with_lora(GptConfig c) {
+  c.lora_rank = 3;
+  c.lora_alpha = 6.0;
+  c.lora_targets = kLoraAttn | kLoraAttnProj | kLoraFc | kLoraFcProj;
+  return c;
+}
 constexpr int64_t kBatch = 2;
 
 // Random tokens, targets the next token, one target ignored.
@@ -71,9 +81,9 @@ std::vector<float> run_step(Gpt& model) {
 
 // The tp = 1 model with perturbed weights (so gains and biases carry gradient).
 struct Reference {
-  Gpt model{kCfg, kBatch};
+  Gpt model;
   std::vector<float> losses;
-  Reference() {
+  explicit Reference(const GptConfig& config) : model(config, kBatch) {
     model.initialize(7);
     testing::perturb_params(model, 0.1f, 8);
     losses = run_step(model);
@@ -130,6 +140,7 @@ void check_against_reference(const Reference& ref, Gpt& m, const std::vector<flo
 struct Layout {
   int tp;
   bool sp;
+  bool lora = false;
 };
 
 class TpEquivalence : public ::testing::TestWithParam<Layout> {};
@@ -139,9 +150,10 @@ TEST_P(TpEquivalence, LossAndEveryGradientEqualTp1) {
   TempDir dir;
   auto result = run_ranks(p.tp, 60s, [&](int rank) {
     auto comm = testutil::make_file_comm(dir.path(), rank, p.tp, 20000ms, "tp");
-    const Reference ref;
+    const GptConfig config = p.lora ? with_lora(kCfg) : kCfg;
+    const Reference ref(config);
     const TpContext tp{.comm = comm.get(), .sequence_parallel = p.sp};
-    Gpt m(kCfg, kBatch, tp);
+    Gpt m(config, kBatch, tp);
     slice_from_full(m.layout(), ref.model.layout(), ref.model.params(), m.params());
     // What the grad-ready hook reports must already be final (data parallelism reduces it at
     // once): snapshot each range when reported, compare with the end of the step.
@@ -154,7 +166,8 @@ TEST_P(TpEquivalence, LossAndEveryGradientEqualTp1) {
       }
     });
     const std::vector<float> losses = run_step(m);
-    const std::string what = "tp " + std::to_string(p.tp) + (p.sp ? " sp" : "");
+    const std::string what =
+        "tp " + std::to_string(p.tp) + (p.sp ? " sp" : "") + (p.lora ? " lora" : "");
     for (int64_t i = 0; i < m.num_params(); ++i) {
       ASSERT_EQ(reports[static_cast<size_t>(i)], 2) << what << ": element " << i;  // 2 backwards
       ASSERT_EQ(snapshot[static_cast<size_t>(i)], m.grads()[i]) << what << ": element " << i;
@@ -162,7 +175,7 @@ TEST_P(TpEquivalence, LossAndEveryGradientEqualTp1) {
     check_against_reference(ref, m, losses, tp, what);
     if (!p.sp) return;
     // Sequence parallel equals plain tp on the same ranks.
-    Gpt plain(kCfg, kBatch, TpContext{.comm = comm.get()});
+    Gpt plain(config, kBatch, TpContext{.comm = comm.get()});
     slice_from_full(plain.layout(), ref.model.layout(), ref.model.params(), plain.params());
     const std::vector<float> plain_losses = run_step(plain);
     for (size_t i = 0; i < losses.size(); ++i)
@@ -174,10 +187,11 @@ TEST_P(TpEquivalence, LossAndEveryGradientEqualTp1) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TpEquivalence,
                          ::testing::Values(Layout{2, false}, Layout{4, false}, Layout{2, true},
-                                           Layout{4, true}),
+                                           Layout{4, true}, Layout{2, false, true},
+                                           Layout{4, true, true}),
                          [](const auto& info) {
                            return "tp" + std::to_string(info.param.tp) +
-                                  (info.param.sp ? "_sp" : "");
+                                  (info.param.sp ? "_sp" : "") + (info.param.lora ? "_lora" : "");
                          });
 
 // A freshly initialised tp model starts from the tp = 1 weights: same loss at step 0.
@@ -192,6 +206,27 @@ TEST(TpInit, InitialisedShardsGiveTheTp1Loss) {
     const Batch b = make_batch(5);
     const float want = ref.forward(b);
     EXPECT_NEAR(m.forward(b), want, 1e-5f * want);
+  });
+  EXPECT_TRUE(AllRanksOk(result));
+}
+
+// Every initialised shard, adapters included, is the slice of the tp = 1 initialisation.
+TEST(TpInit, InitialisedShardsAreSlicesOfTheTp1Weights) {
+  TempDir dir;
+  auto result = run_ranks(2, 60s, [&](int rank) {
+    auto comm = testutil::make_file_comm(dir.path(), rank, 2, 20000ms, "tp");
+    const GptConfig config = with_lora(kCfg);
+    Gpt ref(config, kBatch);
+    ref.initialize(21);
+    Gpt m(config, kBatch, TpContext{.comm = comm.get()});
+    m.initialize(21);
+    std::vector<float> want(static_cast<size_t>(m.num_params()));
+    slice_from_full(m.layout(), ref.layout(), ref.params(), want.data());
+    for (const ParamSpec& s : m.layout().specs()) {
+      EXPECT_TRUE(std::equal(want.begin() + s.offset, want.begin() + s.offset + s.numel,
+                             m.params() + s.offset))
+          << s.name;
+    }
   });
   EXPECT_TRUE(AllRanksOk(result));
 }

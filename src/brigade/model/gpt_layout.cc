@@ -48,38 +48,35 @@ GptParams build_gpt_layout(const GptConfig& c, const GptShard& s, ParamLayout& l
                       ": mixture-of-experts blocks do not support tensor parallelism yet "
                       "(parallel.tp = " +
                       std::to_string(s.tp_size) + "); use parallel.tp = 1");
-  if (c.lora() && s.tp_size > 1)
-    throw ConfigError("lora.rank = " + std::to_string(c.lora_rank) +
-                      ": LoRA adapters do not support tensor parallelism yet (parallel.tp = " +
-                      std::to_string(s.tp_size) +
-                      "); use parallel.tp = 1 (data or pipeline "
-                      "parallelism work)");
   const int64_t V = c.vocab, T = c.seq_len, C = c.d_model;
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(c.n_layer));
   const auto R = TpSplit::kReplicated, D0 = TpSplit::kDim0, D1 = TpSplit::kDim1;
   // full: the tp = 1 shape; parts: equal blocks of the split dim cut separately (q, k, v).
-  auto add = [&](const std::string& name, std::vector<int64_t> full, Init init, float std,
-                 bool decay, TpSplit split, int parts) {
-    std::vector<int64_t> shape = full;
+  // spec.shape is the tp = 1 shape; under tensor parallelism a split tensor keeps this rank's
+  // part of it.
+  auto add_spec = [&](ParamSpec spec, TpSplit split, int parts) {
+    spec.tp_split = split;
     if (s.tp_size > 1 && split != R) {
+      std::vector<int64_t> full = spec.shape;
       const size_t dim = split == D0 ? 0 : 1;
       // Round up to a multiple of tp: only the vocab needs it (the rest is validated).
       const int64_t per = (full[dim] / parts + s.tp_size - 1) / s.tp_size;
-      shape[dim] = per * parts;
-    }
-    ParamSpec spec{.name = name,
-                   .shape = std::move(shape),
-                   .init = init,
-                   .init_std = std,
-                   .weight_decay = decay,
-                   .tp_split = split};
-    if (s.tp_size > 1 && split != R) {
+      spec.shape[dim] = per * parts;
       spec.full_shape = std::move(full);
       spec.tp_rank = s.tp_rank;
       spec.tp_size = s.tp_size;
       spec.tp_parts = parts;
     }
     return layout.add(std::move(spec));
+  };
+  auto add = [&](const std::string& name, std::vector<int64_t> full, Init init, float std,
+                 bool decay, TpSplit split, int parts) {
+    return add_spec(ParamSpec{.name = name,
+                              .shape = std::move(full),
+                              .init = init,
+                              .init_std = std,
+                              .weight_decay = decay},
+                    split, parts);
   };
   auto weight = [&](const std::string& name, std::vector<int64_t> full, float std, TpSplit split,
                     int parts = 1) {
@@ -89,17 +86,24 @@ GptParams build_gpt_layout(const GptConfig& c, const GptShard& s, ParamLayout& l
     return add(name, {n}, init, 0.0f, false, split, parts);
   };
 
-  // An adapter of layer `layer` (out, in) when lora_targets has `bit`.
-  auto adapter = [&](const std::string& layer, unsigned bit, int64_t out, int64_t in) {
+  // An adapter of layer `layer` (out, in) when lora_targets has `bit`. Under tensor parallelism
+  // it is cut as its layer: a column-parallel layer's B takes the layer's rows (in the same
+  // parts), a row-parallel layer's A takes its columns; the other factor is replicated
+  // (model/lora.h says what that costs in communication).
+  auto adapter = [&](const std::string& layer, unsigned bit, int64_t out, int64_t in,
+                     int parts = 1) {
     LoraParams a;
     if (!(c.lora_targets & bit) || !c.lora()) return a;
+    a.row_parallel = lora_row_parallel(bit);
     const float bound = 1.0f / std::sqrt(static_cast<float>(in));
-    a.a = layout.add({.name = layer + ".lora_A.weight",
-                      .shape = {c.lora_rank, in},
-                      .init = Init::kUniform,
-                      .init_bound = bound});
-    a.b = layout.add(
-        {.name = layer + ".lora_B.weight", .shape = {out, c.lora_rank}, .init = Init::kZeros});
+    a.a = add_spec({.name = layer + ".lora_A.weight",
+                    .shape = {c.lora_rank, in},
+                    .init = Init::kUniform,
+                    .init_bound = bound},
+                   a.row_parallel ? D1 : R, 1);
+    a.b = add_spec(
+        {.name = layer + ".lora_B.weight", .shape = {out, c.lora_rank}, .init = Init::kZeros},
+        a.row_parallel ? R : D0, parts);
     return a;
   };
 
@@ -116,7 +120,7 @@ GptParams build_gpt_layout(const GptConfig& c, const GptShard& s, ParamLayout& l
     b.attn_b = vec(h + "attn.c_attn.bias", 3 * C, Init::kZeros, D0, 3);
     b.attn_proj_w = weight(h + "attn.c_proj.weight", {C, C}, proj_std, D1);
     b.attn_proj_b = vec(h + "attn.c_proj.bias", C, Init::kZeros, R);
-    b.lora_attn = adapter(h + "attn.c_attn", kLoraAttn, 3 * C, C);
+    b.lora_attn = adapter(h + "attn.c_attn", kLoraAttn, 3 * C, C, 3);
     b.lora_attn_proj = adapter(h + "attn.c_proj", kLoraAttnProj, C, C);
     b.ln2_w = vec(h + "ln_2.weight", C, Init::kOnes, R);
     b.ln2_b = vec(h + "ln_2.bias", C, Init::kZeros, R);

@@ -64,9 +64,9 @@ struct GptParams {
 // matrix except the two c_proj weights, which get 0.02/sqrt(2 n_layer) (GPT-2's residual
 // scaling); biases zero; LayerNorm gains one; vocab padding rows zero. MoE blocks: the router
 // and c_fc get normal(0, 0.02), each expert's c_proj the same scaled std as a dense c_proj.
-// LoRA adapters: lora_A uniform in +-1/sqrt(in) (PEFT's Kaiming-uniform), lora_B zero.
-// Throws ConfigError for MoE blocks or LoRA adapters under tensor parallelism (not supported
-// yet).
+// LoRA adapters: lora_A uniform in +-1/sqrt(in) (PEFT's Kaiming-uniform), lora_B zero; under
+// tensor parallelism a column-parallel layer's B and a row-parallel layer's A are split as the
+// layer's weight. Throws ConfigError for MoE blocks under tensor parallelism (not supported yet).
 GptParams build_gpt_layout(const GptConfig& config, const GptShard& shard, ParamLayout& layout,
                            std::vector<ParamGroup>& groups);
 

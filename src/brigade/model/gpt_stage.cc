@@ -80,6 +80,7 @@ GptBlockParams block_params_by_name(const ParamLayout& layout, const GptConfig& 
     if (c.lora() && (c.lora_targets & bit)) {
       a.a = at(layer + ".lora_A.weight");
       a.b = at(layer + ".lora_B.weight");
+      a.row_parallel = lora_row_parallel(bit);
     }
     return a;
   };

@@ -23,12 +23,12 @@ void GptScratch::allocate(int64_t max_bt, int64_t max_rows, int64_t C, int64_t f
   dnorm.resize(sz(2 * C));
   lora_u.resize(sz(max_bt * lora_rank));
   lora_du.resize(sz(max_bt * lora_rank));
+  lora_part.resize(sz(lora_rank * C));  // a column-parallel layer's dA (in = C)
 }
 
 LoraSite lora_site(const GptPass& pass, const LoraParams& params, const float* p, float* g,
                    GptScratch& s) {
   if (!params.on()) return {};
-  BRIGADE_CHECK(!pass.tp->active()) << "LoRA adapters under tensor parallelism";
   BRIGADE_CHECK(static_cast<int64_t>(s.lora_u.size()) >= pass.BT * pass.config->lora_rank)
       << "GptScratch allocated without LoRA buffers";
   return LoraSite{.a = p + params.a,
@@ -38,7 +38,10 @@ LoraSite lora_site(const GptPass& pass, const LoraParams& params, const float* p
                   .u = s.lora_u.data(),
                   .du = s.lora_du.data(),
                   .rank = pass.config->lora_rank,
-                  .scale = pass.config->lora_scale()};
+                  .scale = pass.config->lora_scale(),
+                  .tp = pass.tp,
+                  .row_parallel = params.row_parallel,
+                  .part = s.lora_part.data()};
 }
 
 void zero_prefix(const GptPass& pass, std::vector<float>& v, int64_t n) {

@@ -41,6 +41,7 @@ struct GptScratch {
   std::vector<float> d4c_b;  // (BT,4C/tp)
   std::vector<float> dnorm;  // (2C): sequence-parallel layernorm gain and bias gradients
   std::vector<float> lora_u, lora_du;  // (BT,r): LoRA adapters' low-rank activations
+  std::vector<float> lora_part;        // (r,C): a column-parallel adapter's dA before its sum
   void allocate(int64_t max_bt, int64_t max_rows, int64_t C, int64_t fc_local,
                 int64_t lora_rank = 0);
 };

@@ -7,6 +7,7 @@
 
 #include "brigade/base/error.h"
 #include "brigade/kernels/cpu/gemm_backend.h"
+#include "brigade/parallel/tensor/tp_comm.h"
 
 namespace brigade {
 
@@ -66,12 +67,20 @@ void lora_backward(float* dx, const float* dy, const float* x, const LoraSite& s
                    int64_t in, int64_t out) {
   const int64_t r = site.rank;
   gemm(false, true, N, r, in, 1.0f, x, in, site.a, in, 0.0f, site.u, r);  // u = x A^T again
+  const bool tp = site.tp && site.tp->active();
+  if (tp && site.row_parallel) all_reduce_sum(*site.tp, site.u, N * r);  // over A's columns
   // dB (out, r) += s dy^T u
   gemm(true, false, out, r, N, site.scale, dy, out, site.u, r, 1.0f, site.db, r);
   // du (N, r) = s dy B
   gemm(false, false, N, r, out, site.scale, dy, out, site.b, r, 0.0f, site.du, r);
-  // dA (r, in) += du^T x
-  gemm(true, false, r, in, N, 1.0f, site.du, r, x, in, 1.0f, site.da, in);
+  // dA (r, in) += du^T x; du is this rank's part of the sum over B's rows when they are split
+  if (tp && !site.row_parallel) {
+    gemm(true, false, r, in, N, 1.0f, site.du, r, x, in, 0.0f, site.part, in);
+    all_reduce_sum(*site.tp, site.part, r * in);
+    for (int64_t i = 0; i < r * in; ++i) site.da[i] += site.part[i];
+  } else {
+    gemm(true, false, r, in, N, 1.0f, site.du, r, x, in, 1.0f, site.da, in);
+  }
   // dx (N, in) += du A
   if (dx) gemm(false, false, N, in, r, 1.0f, site.du, r, site.a, in, 1.0f, dx, in);
 }

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "brigade/parallel/tensor/tp_context.h"
+
 namespace brigade {
 
 // The linear layers of a dense GPT block an adapter may target (bits of GptConfig::lora_targets).
@@ -17,6 +19,12 @@ inline constexpr unsigned kLoraAttn = 1u << 0;      // attn.c_attn (C -> 3C)
 inline constexpr unsigned kLoraAttnProj = 1u << 1;  // attn.c_proj (C -> C)
 inline constexpr unsigned kLoraFc = 1u << 2;        // mlp.c_fc (C -> 4C)
 inline constexpr unsigned kLoraFcProj = 1u << 3;    // mlp.c_proj (4C -> C)
+
+// Whether the layer of a target bit is row-parallel under tensor parallelism (the c_projs: their
+// input is split); the others are column-parallel (their output is split).
+inline bool lora_row_parallel(unsigned target_bit) {
+  return target_bit == kLoraAttnProj || target_bit == kLoraFcProj;
+}
 
 // "attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj": the lora.targets values, in the
 // block's forward order.
@@ -35,6 +43,7 @@ std::vector<std::string> lora_base_freeze_patterns();
 // Offsets of one adapted layer's A and B in the flat buffer; -1 when the layer has none.
 struct LoraParams {
   int64_t a = -1, b = -1;
+  bool row_parallel = false;  // the layer is row-parallel under tp (attn.c_proj, mlp.c_proj)
   bool on() const { return a >= 0; }
 };
 
@@ -49,6 +58,14 @@ struct LoraSite {
   float* du = nullptr;
   int64_t rank = 0;
   float scale = 0.0f;
+  // Tensor parallelism (null or inactive: none). A column-parallel layer holds all of A and its
+  // rows of B: each rank's dA is a partial sum, all-reduced through part (r, in) scratch. A
+  // row-parallel layer holds its columns of A and all of B: x A^T is a partial sum, added into the
+  // layer's own partial output in forward (its all-reduce sums both) and all-reduced in backward
+  // (r floats per row) before dB and dx use it.
+  const TpContext* tp = nullptr;
+  bool row_parallel = false;
+  float* part = nullptr;
   bool on() const { return a != nullptr; }
 };
 

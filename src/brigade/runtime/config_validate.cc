@@ -292,10 +292,6 @@ void validate_lora(const ModelConfig& model, const ParallelConfig& parallel,
           fmt::format("adapters are supported on dense GPT blocks only (model.n_experts = {}); "
                       "use model.n_experts = 0",
                       model.n_experts));
-  require(parallel.tp == 1, "lora.rank", rank,
-          fmt::format("adapters do not support tensor parallelism yet (parallel.tp = {}); use "
-                      "tp = 1 (DDP, ZeRO-1/2/3 and pipeline parallelism work)",
-                      parallel.tp));
   require(parallel.schedule != "zb-h1" || parallel.pp == 1, "lora.rank", rank,
           "cannot run with parallel.schedule = \"zb-h1\": the adapters have no split backward "
           "yet (use \"1f1b\", \"gpipe\" or \"interleaved\")");
