@@ -1,7 +1,9 @@
 // brigade generate end to end on a trained tiny GPT. References: the full-window forward per
 // token (--no-kv-cache, the path the cache replaces) for greedy tokens, also past the context
-// window; one prompt at a time for a batch; one process for tensor parallelism over two; greedy
-// for top-k = 1; the unstopped completion for a stop string.
+// window; one prompt at a time for a batch; one process for tensor parallelism over two, for
+// pipeline stages over two (parallel.pp = 2) and for pp = 2 x tp = 2 over four: the same JSON
+// lines (text, token count, finish), greedy and sampled; greedy for top-k = 1; the unstopped
+// completion for a stop string.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -84,6 +86,66 @@ TEST_F(GenerateCommand, TensorParallelOverTwoProcessesEqualsOne) {
   EXPECT_EQ(texts(completions(sampled, 2)), texts(completions(sampled)));
 }
 
+// The whole JSON lines: completion, tokens and finish must all agree.
+std::vector<std::string> lines(const std::vector<nlohmann::json>& c) {
+  std::vector<std::string> out;
+  for (const auto& j : c) out.push_back(j.dump());
+  return out;
+}
+
+TEST_F(GenerateCommand, PipelineStagesOverTwoProcessesEqualOne) {
+  // 8 prompts of 1 to 29 bytes, 3 or 8 slots: prefills of different lengths share steps with
+  // decodes; 50 greedy tokens run past seq_len = 32 (re-prefilled windows).
+  const std::string pp2 = " --set parallel.pp=2";
+  const std::string greedy = "--temperature 0 --tokens 50";
+  EXPECT_EQ(lines(completions(greedy + pp2, 2)), lines(completions(greedy)));
+  const std::string sampled = "--temperature 0.9 --top-k 20 --top-p 0.95 --seed 3 --tokens 40";
+  const auto one = completions(sampled + " --batch 3");
+  EXPECT_EQ(lines(completions(sampled + " --batch 3" + pp2, 2)), lines(one));
+  EXPECT_EQ(lines(completions(sampled + " --batch 8 --set parallel.layer_split=[1,1]" + pp2, 2)),
+            lines(one));
+  // A stop string: the same completions end at it, on every stage alike.
+  const std::string first = one[0].at("completion");
+  ASSERT_GE(first.size(), 12u);
+  const std::string stop = " --stop '" + first.substr(6, 2) + "'";
+  const auto stopped = completions(sampled + stop);
+  EXPECT_EQ(stopped[0].at("finish"), "stop");
+  EXPECT_EQ(lines(completions(sampled + stop + pp2, 2)), lines(stopped));
+}
+
+TEST_F(GenerateCommand, PipelineTimesTensorParallelOverFourProcessesEqualsOne) {
+  const std::string sampled = "--temperature 0.9 --top-k 20 --seed 4 --tokens 24 --batch 3";
+  EXPECT_EQ(lines(completions(sampled + " --set parallel.pp=2 --set parallel.tp=2", 4)),
+            lines(completions(sampled)));
+}
+
+TEST_F(GenerateCommand, RefusesAPipelineLayoutThatDoesNotFit) {
+  const std::string bin = BRIGADE_BINARY;
+  const std::string gen = " generate --ckpt " + dir_ + "/gpt --prompt x --tokens 2";
+  // Alone: exit 2 before anything is loaded, naming the key, the value and what is allowed.
+  auto r = run_command(bin + gen + " --set parallel.pp=3");  // 2 blocks
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("parallel.pp = 3: pipeline stages must be 1 to model.n_layer = 2"),
+            std::string::npos)
+      << r.output;
+  r = run_command(bin + gen + " --set parallel.pp=2");  // one process
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("allowed parallel.pp here: 1"), std::string::npos) << r.output;
+  r = run_command(bin + gen + " --set model.n_layer=1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("parallel.pp, parallel.tp, parallel.layer_split"), std::string::npos)
+      << r.output;
+  // Under the launcher every worker refuses (exit 2) and the launcher names it.
+  const std::string launch2 = bin + " launch --nproc 2 --";
+  r = run_command(launch2 + gen + " --set parallel.pp=2 --set parallel.layer_split=[2,0]");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("parallel.layer_split = [2, 0]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("exit code 2"), std::string::npos) << r.output;
+  r = run_command(launch2 + gen + " --set parallel.pp=2 --no-kv-cache");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--no-kv-cache"), std::string::npos) << r.output;
+}
+
 TEST_F(GenerateCommand, AStopStringEndsTheCompletionBeforeIt) {
   const auto full = completions("--temperature 0 --tokens 40");
   // A stop string taken from the middle of the first completion.
@@ -133,6 +195,7 @@ TEST_F(GenerateCommand, ALoraCheckpointGeneratesAsItsMergedExport) {
   EXPECT_EQ(adapted, texts(completions(sampled, 1, "merged")));
   EXPECT_NE(adapted, texts(completions(sampled, 1, "gpt")));   // the adapters changed the model
   EXPECT_EQ(adapted, texts(completions(sampled, 2, "lora")));  // merged, then split over tp = 2
+  EXPECT_EQ(adapted, texts(completions(sampled + " --set parallel.pp=2", 2, "lora")));  // pp = 2
 }
 
 TEST_F(GenerateCommand, RefusesWhatItCannotDo) {

@@ -1,8 +1,9 @@
 // brigade generate: text from a GPT checkpoint (infer/generator.h): one prompt streamed to
 // stdout, or a prompts file (one per line) answered as JSON lines; greedy, temperature, top-k,
 // top-p, stop strings, a seed; on the key-value cache with continuous batching. Under
-// `brigade launch --nproc N` the model is split N ways by tensor parallelism and every rank
-// samples the same tokens; rank 0 prints.
+// `brigade launch --nproc N` the model is split N ways by tensor parallelism, or with
+// --set parallel.pp=P into P pipeline stages of N / P tensor-parallel ranks each
+// (infer/generation_layout.h); every rank gets the same tokens; rank 0 prints.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -14,7 +15,9 @@
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
 #include "brigade/cli/commands.h"
+#include "brigade/comm/mesh.h"
 #include "brigade/infer/checkpoint_model.h"
+#include "brigade/infer/generation_layout.h"
 #include "brigade/infer/generator.h"
 #include "brigade/model/gpt.h"
 #include "brigade/runtime/config.h"
@@ -37,6 +40,7 @@ struct GenerateArgs {
   GenerationOptions options;
   int64_t seed = 0;
   bool no_kv_cache = false;
+  std::vector<std::string> overrides;  // --set: the layout (generation_layout.h)
 };
 
 std::vector<std::string> read_prompts(const std::string& path) {
@@ -60,15 +64,37 @@ int run_generate(GenerateArgs args) {
                                          ? std::vector<std::string>{args.prompt}
                                          : read_prompts(args.prompts_file);
   configure_kernels(ckpt.config.train);
-  // Tensor parallel over every process of the job (none alone).
+  // The layout over the job's processes, checked before any process joins.
   const DistEnv env = detect_dist_env();
-  if (env.world_size > 1) {
-    validate_tensor_parallel(gpt_config(ckpt.config.model), env.world_size, false);
+  const GenerationLayout layout =
+      resolve_generation_layout(gpt_config(ckpt.config.model), args.overrides, env.world_size);
+  if (args.no_kv_cache && env.world_size > 1) {
+    throw ConfigError(fmt::format(
+        "--no-kv-cache: the full-forward baseline runs on one process only (this job has {})",
+        env.world_size));
   }
   ProcessGroup group = join_process_group(ckpt.config.comm, env);
   detail::set_log_rank(group.rank());
-  const std::unique_ptr<Gpt> model = load_generation_model(ckpt, group.world.get());
-  const GptConfig& gpt = model->config();
+  // pp = 1: the whole model, split over the world by tensor parallelism (none alone). pp > 1:
+  // this rank's stage of the pp x tp mesh, tp within it.
+  std::unique_ptr<Gpt> model;
+  std::unique_ptr<Mesh> mesh;
+  std::unique_ptr<StageWeights> stage;
+  GenerationModel generation;
+  if (layout.pp == 1) {
+    model = load_generation_model(ckpt, group.world.get());
+    generation = whole_model(*model);
+  } else {
+    mesh = std::make_unique<Mesh>(MeshShape{.pp = layout.pp, .tp = layout.tp}, group.world_options);
+    mesh->init_comms();
+    const auto s = static_cast<size_t>(mesh->coord(MeshAxis::kPP));
+    Communicator* tp = layout.tp > 1 ? &mesh->comm(MeshAxis::kTP) : nullptr;
+    stage =
+        load_generation_stage(ckpt, layout.stage_bounds[s], layout.stage_bounds[s + 1],
+                              TpContext{.comm = tp, .sequence_parallel = false}, group.world.get());
+    generation = {.stage = stage->decoder_weights(), .pp = &mesh->comm(MeshAxis::kPP)};
+  }
+  const GptConfig& gpt = generation.config();
   const Tokenizer& tokenizer = *ckpt.tokenizer;
 
   const bool print = group.rank() == 0;
@@ -78,7 +104,7 @@ int run_generate(GenerateArgs args) {
     if (print) std::fputs("brigade generate: MoE model: without the key-value cache\n", stderr);
     args.options.kv_cache = false;
   }
-  Generator generator(*model, tokenizer, args.options);
+  Generator generator(generation, tokenizer, args.options);
   const bool stream = args.prompts_file.empty();
   TextCallback on_text;
   if (stream && print) {
@@ -108,12 +134,14 @@ int run_generate(GenerateArgs args) {
   const GenerationStats& st = generator.stats();
   std::fprintf(stderr,
                "brigade generate: %lld tokens for %zu prompt(s) in %.2f s: %.1f tokens/s (%s, "
-               "batch %lld, %d rank(s); %lld token rows through the model in %lld steps)\n",
+               "batch %lld, %d rank(s), pp %d x tp %d; %lld token rows through the model in %lld "
+               "steps)\n",
                static_cast<long long>(st.new_tokens), prompts.size(), st.seconds,
                st.seconds > 0 ? static_cast<double>(st.new_tokens) / st.seconds : 0.0,
                args.options.kv_cache ? "key-value cache" : "full window per token",
                static_cast<long long>(args.options.kv_cache ? args.options.batch : 1), group.size(),
-               static_cast<long long>(st.processed_tokens), static_cast<long long>(st.steps));
+               layout.pp, layout.tp, static_cast<long long>(st.processed_tokens),
+               static_cast<long long>(st.steps));
   return 0;
 }
 
@@ -147,6 +175,14 @@ Command add_generate(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
   sub->add_flag("--no-kv-cache", args->no_kv_cache,
                 "rerun the whole window per token (the baseline; one process)");
+  sub->add_option("--set", args->overrides,
+                  "the layout over the job's processes, one per --set: parallel.pp (pipeline "
+                  "stages), parallel.tp (tensor-parallel ranks per stage: processes / pp), "
+                  "parallel.layer_split (blocks per stage; balanced by default)")
+      ->type_name("KEY=VALUE")
+      ->default_str("")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   return [args]() { return run_generate(*args); };
 }
 

@@ -61,4 +61,21 @@ std::unique_ptr<Gpt> load_generation_model(const GenerationCheckpoint& ckpt, Com
   return model;
 }
 
+std::unique_ptr<StageWeights> load_generation_stage(const GenerationCheckpoint& ckpt,
+                                                    int first_layer, int end_layer,
+                                                    const TpContext& tp, Communicator* world) {
+  const GptConfig gpt = gpt_config(ckpt.config.model);
+  auto stage = std::make_unique<StageWeights>(without_lora(gpt), first_layer, end_layer, tp);
+  if (!gpt.lora()) {
+    load_initial_weights(ckpt.dir, world, tp_state_pieces(stage->layout(), stage->params()));
+    return stage;
+  }
+  Gpt adapted(gpt, 1);
+  load_initial_weights(ckpt.dir, world, tp_state_pieces(adapted.layout(), adapted.params()));
+  Gpt merged(without_lora(gpt), 1);
+  merge_lora_into_base(gpt, adapted.layout(), adapted.params(), merged.layout(), merged.params());
+  slice_from_full(stage->layout(), merged.layout(), merged.params(), stage->params());
+  return stage;
+}
+
 }  // namespace brigade

@@ -6,7 +6,7 @@
 #include <deque>
 
 #include "brigade/base/error.h"
-#include "brigade/model/gpt_decoder.h"
+#include "brigade/infer/pipeline_decoder.h"
 #include "brigade/monitor/timer.h"
 
 namespace brigade {
@@ -21,7 +21,15 @@ struct Generator::Sequence {
   bool done = false;
 };
 
+GenerationModel whole_model(Gpt& model) {
+  return {.whole = &model, .stage = decoder_weights(model), .pp = nullptr};
+}
+
 Generator::Generator(Gpt& model, const Tokenizer& tokenizer, GenerationOptions options)
+    : Generator(whole_model(model), tokenizer, std::move(options)) {}
+
+Generator::Generator(const GenerationModel& model, const Tokenizer& tokenizer,
+                     GenerationOptions options)
     : model_(model),
       tokenizer_(tokenizer),
       options_(std::move(options)),
@@ -31,7 +39,7 @@ Generator::Generator(Gpt& model, const Tokenizer& tokenizer, GenerationOptions o
   }
   if (options_.batch < 1)
     throw ConfigError(fmt::format("--batch {}: must be >= 1", options_.batch));
-  if (!options_.kv_cache && model.tp().active()) {
+  if (!options_.kv_cache && (model.distributed() || model.whole == nullptr)) {
     throw ConfigError("--no-kv-cache: the full-forward baseline runs on one process only");
   }
   for (const std::string& s : options_.stop) {
@@ -97,16 +105,19 @@ std::vector<Completion> Generator::run(const std::vector<std::string>& prompts,
 
 std::vector<Completion> Generator::run_cached(const std::vector<std::string>& prompts,
                                               const TextCallback& on_text) {
-  const int64_t T = model_.config().seq_len, V = model_.config().vocab;
+  const int64_t T = model_.config().seq_len;
   const int64_t slots = std::min<int64_t>(options_.batch, static_cast<int64_t>(prompts.size()));
   std::vector<Completion> out(prompts.size());
   if (slots == 0) return out;
-  GptDecoder decoder(model_, slots, slots * T);
+  PipelineDecoder decoder(model_.stage, model_.pp, slots, slots * T);
+  const auto sample = [&](const Sequence& s, const float* logits) {
+    return sampler_.sample(logits, s.index, static_cast<uint64_t>(s.out.new_tokens));
+  };
   std::deque<int64_t> free_slots;
   for (int64_t k = 0; k < slots; ++k) free_slots.push_back(k);
   std::vector<Sequence> active;
   std::vector<DecodeSegment> segments;
-  std::vector<int32_t> tokens;
+  std::vector<int32_t> tokens, sampled;
   size_t next = 0;
   while (next < prompts.size() || !active.empty()) {
     while (next < prompts.size() && !free_slots.empty()) {
@@ -126,14 +137,15 @@ std::vector<Completion> Generator::run_cached(const std::vector<std::string>& pr
       tokens.insert(tokens.end(), s.window.begin() + s.cached, s.window.end());
       stats_.processed_tokens += n;
     }
-    const float* logits = decoder.step(segments, tokens.data());
+    sampled.resize(active.size());
+    decoder.step(
+        segments, tokens.data(),
+        [&](size_t k, const float* logits) { return sample(active[k], logits); }, sampled.data());
     ++stats_.steps;
     for (size_t k = 0; k < active.size(); ++k) {
       Sequence& s = active[k];
       s.cached = static_cast<int64_t>(s.window.size());
-      const int32_t token = sampler_.sample(logits + static_cast<int64_t>(k) * V, s.index,
-                                            static_cast<uint64_t>(s.out.new_tokens));
-      append(s, token, on_text);
+      append(s, sampled[k], on_text);
     }
     for (auto it = active.begin(); it != active.end();) {
       if (!it->done) {
@@ -163,7 +175,7 @@ std::vector<Completion> Generator::run_uncached(const std::vector<std::string>& 
       const auto n = static_cast<int64_t>(s.window.size());
       std::copy(s.window.begin(), s.window.end(), batch.tokens.begin());
       batch.seq_len = n;
-      const float* logits = model_.forward_logits(batch) + (n - 1) * V;
+      const float* logits = model_.whole->forward_logits(batch) + (n - 1) * V;
       ++stats_.steps;
       stats_.processed_tokens += n;
       const int32_t token =

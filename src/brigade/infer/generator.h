@@ -12,17 +12,34 @@
 // A completion ends after max_new_tokens, or at the first occurrence of a stop string in its text
 // (the stop string itself is not part of the completion). Streaming hands out each completion's
 // text once it can no longer become part of a stop string.
+//
+// The model is the whole GPT on this rank (split over tp or not), or this rank's pipeline stage
+// (infer/pipeline_decoder.h): every rank runs the same schedule on the same sampled tokens.
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "brigade/comm/communicator.h"
 #include "brigade/data/tokenizer.h"
 #include "brigade/infer/sampler.h"
 #include "brigade/model/gpt.h"
+#include "brigade/model/gpt_decoder.h"
 
 namespace brigade {
+
+// What a Generator runs (not owned).
+struct GenerationModel {
+  Gpt* whole = nullptr;        // the model when one stage holds it (also for --no-kv-cache)
+  DecoderWeights stage;        // this rank's weights: the whole model, or its pipeline stage
+  Communicator* pp = nullptr;  // the pipeline group; null for one stage
+  const GptConfig& config() const { return *stage.config; }
+  int stages() const { return pp ? pp->size() : 1; }
+  bool distributed() const { return stage.tp.active() || stages() > 1; }
+};
+
+GenerationModel whole_model(Gpt& model);
 
 struct GenerationOptions {
   SamplingOptions sampling;
@@ -50,11 +67,13 @@ using TextCallback = std::function<void(size_t, std::string_view)>;
 
 class Generator {
  public:
-  // ConfigError for options out of range, and for kv_cache = false under tensor parallelism.
+  // ConfigError for options out of range, and for kv_cache = false under tensor or pipeline
+  // parallelism.
   Generator(Gpt& model, const Tokenizer& tokenizer, GenerationOptions options);
+  Generator(const GenerationModel& model, const Tokenizer& tokenizer, GenerationOptions options);
 
-  // Collective over the model's tp group: every rank must pass the same prompts and gets the
-  // same completions. on_text may be empty.
+  // Collective over the model's tp and pp groups: every rank must pass the same prompts and gets
+  // the same completions. on_text may be empty.
   std::vector<Completion> run(const std::vector<std::string>& prompts,
                               const TextCallback& on_text = {});
 
@@ -71,7 +90,7 @@ class Generator {
   std::vector<Completion> run_uncached(const std::vector<std::string>& prompts,
                                        const TextCallback& on_text);
 
-  Gpt& model_;
+  GenerationModel model_;
   const Tokenizer& tokenizer_;
   GenerationOptions options_;
   TokenSampler sampler_;

@@ -15,9 +15,22 @@
 
 namespace brigade {
 
+DecoderWeights decoder_weights(const Gpt& model) {
+  return {.config = &model.config(),
+          .shard = model.shard(),
+          .tp = model.tp(),
+          .params = model.params(),
+          .offsets = model.offsets(),
+          .first_layer = 0,
+          .end_layer = static_cast<int>(model.config().n_layer)};
+}
+
 GptDecoder::GptDecoder(Gpt& model, int64_t max_slots, int64_t max_rows)
-    : model_(model), tp_(model.tp()), max_slots_(max_slots), max_rows_(max_rows) {
-  const GptConfig& c = model.config();
+    : GptDecoder(decoder_weights(model), max_slots, max_rows) {}
+
+GptDecoder::GptDecoder(const DecoderWeights& weights, int64_t max_slots, int64_t max_rows)
+    : w_(weights), tp_(weights.tp), max_slots_(max_slots), max_rows_(max_rows) {
+  const GptConfig& c = *w_.config;
   if (c.n_experts > 0) {
     throw ConfigError(fmt::format(
         "model.n_experts = {}: generation with the key-value cache does not run mixture-of-experts "
@@ -27,8 +40,12 @@ GptDecoder::GptDecoder(Gpt& model, int64_t max_slots, int64_t max_rows)
   // Adapters are merged into the base weights before generation (infer/checkpoint_model.h).
   BRIGADE_CHECK(!c.lora()) << "the decoder runs plain weights: merge LoRA adapters first";
   BRIGADE_CHECK(max_slots >= 1 && max_rows >= 1) << "decoder of " << max_slots << " slots";
+  BRIGADE_CHECK(w_.first_layer >= 0 && w_.first_layer < w_.end_layer && w_.end_layer <= c.n_layer &&
+                static_cast<int64_t>(w_.offsets.blocks.size()) == w_.end_layer - w_.first_layer)
+      << "decoder over blocks [" << w_.first_layer << ", " << w_.end_layer << ") with "
+      << w_.offsets.blocks.size() << " block offsets";
   tp_.sequence_parallel = false;  // every rank holds every new row
-  const GptShard& sh = model.shard();
+  const GptShard& sh = w_.shard;
   T_ = c.seq_len;
   C_ = c.d_model;
   Cl_ = sh.c_local;
@@ -37,7 +54,8 @@ GptDecoder::GptDecoder(Gpt& model, int64_t max_slots, int64_t max_rows)
   Vl_ = sh.vocab_local;
   V_ = c.vocab;
   const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
-  k_.resize(sz(c.n_layer * max_slots * T_ * Cl_));
+  const int64_t layers = w_.end_layer - w_.first_layer;
+  k_.resize(sz(layers * max_slots * T_ * Cl_));
   v_.resize(k_.size());
   for (auto* b : {&x_, &res2_, &res3_, &ln_in_}) b->resize(sz(max_rows * C_));
   mean_.resize(sz(max_rows));
@@ -48,20 +66,22 @@ GptDecoder::GptDecoder(Gpt& model, int64_t max_slots, int64_t max_rows)
   fch_gelu_.resize(sz(max_rows * Fl_));
   scores_.resize(sz(T_));
   positions_.resize(sz(max_rows));
-  // A step has at most one segment per slot.
-  const int64_t max_segments = max_slots;
-  last_.resize(sz(max_segments * C_));
-  lnf_.resize(sz(max_segments * C_));
-  local_logits_.resize(sz(max_segments * Vl_));
-  gathered_.resize(sz(max_segments * Vl_ * tp_.size()));
-  logits_.resize(sz(max_segments * V_));
+  if (w_.is_last()) {
+    // A step has at most one segment per slot.
+    const int64_t max_segments = max_slots;
+    last_.resize(sz(max_segments * C_));
+    lnf_.resize(sz(max_segments * C_));
+    local_logits_.resize(sz(max_segments * Vl_));
+    gathered_.resize(sz(max_segments * Vl_ * tp_.size()));
+    logits_.resize(sz(max_segments * V_));
+  }
   scratch_.allocate(max_rows, max_rows, C_, Fl_);
 }
 
 // One segment's new rows attend to their slot's cache up to their own positions (the cache
 // already holds this step's keys and values).
 void GptDecoder::attention(const DecodeSegment& seg, int64_t row0, int64_t layer) {
-  const int64_t hs = C_ / model_.config().n_head;
+  const int64_t hs = C_ / w_.config->n_head;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const float* K = cache_k(layer, seg.slot);
   const float* V = cache_v(layer, seg.slot);
@@ -96,6 +116,18 @@ void GptDecoder::attention(const DecodeSegment& seg, int64_t row0, int64_t layer
 }
 
 const float* GptDecoder::step(std::span<const DecodeSegment> segments, const int32_t* tokens) {
+  BRIGADE_CHECK(w_.is_first() && w_.is_last())
+      << "step() runs the whole model; a stage of blocks [" << w_.first_layer << ", "
+      << w_.end_layer << ") runs stage_step()";
+  return stage_step(segments, tokens, nullptr, nullptr);
+}
+
+const float* GptDecoder::stage_step(std::span<const DecodeSegment> segments, const int32_t* tokens,
+                                    const float* input, float* output) {
+  BRIGADE_CHECK(w_.is_first() ? tokens != nullptr : input != nullptr)
+      << "stage [" << w_.first_layer << ", " << w_.end_layer << ") without its input";
+  BRIGADE_CHECK(w_.is_last() || output != nullptr)
+      << "stage [" << w_.first_layer << ", " << w_.end_layer << ") without an output";
   int64_t R = 0;
   for (const DecodeSegment& s : segments) {
     BRIGADE_CHECK(s.slot >= 0 && s.slot < max_slots_ && s.n >= 1 && s.pos >= 0 && s.pos + s.n <= T_)
@@ -105,10 +137,10 @@ const float* GptDecoder::step(std::span<const DecodeSegment> segments, const int
   }
   const auto S = static_cast<int64_t>(segments.size());
   BRIGADE_CHECK(R <= max_rows_ && S <= max_slots_) << R << " rows in " << S << " segments";
-  const GptConfig& c = model_.config();
-  const GptShard& sh = model_.shard();
-  const GptParams& w = model_.offsets();
-  const float* p = model_.params();
+  const GptConfig& c = *w_.config;
+  const GptShard& sh = w_.shard;
+  const GptParams& w = w_.offsets;
+  const float* p = w_.params;
   const GptPass pass{.config = &c,
                      .shard = &sh,
                      .tp = &tp_,
@@ -120,18 +152,23 @@ const float* GptDecoder::step(std::span<const DecodeSegment> segments, const int
                      .row0 = 0,
                      .C = C_};
 
-  // Embedding: this rank's wte rows (all of them at tp = 1), summed over ranks, then wpe at each
-  // row's own position.
-  vocab_parallel_embedding_forward(x_.data(), tokens, p + w.wte, R, C_, sh.vocab_begin, Vl_);
-  reduce_from_tp_forward(tp_, x_.data(), R * C_);
-  for (int64_t r = 0; r < R; ++r) {
-    const float* pe = p + w.wpe + positions_[static_cast<size_t>(r)] * C_;
-    float* x = x_.data() + r * C_;
-    for (int64_t i = 0; i < C_; ++i) x[i] += pe[i];
+  if (w_.is_first()) {
+    // Embedding: this rank's wte rows (all of them at tp = 1), summed over ranks, then wpe at
+    // each row's own position.
+    vocab_parallel_embedding_forward(x_.data(), tokens, p + w.wte, R, C_, sh.vocab_begin, Vl_);
+    reduce_from_tp_forward(tp_, x_.data(), R * C_);
+    for (int64_t r = 0; r < R; ++r) {
+      const float* pe = p + w.wpe + positions_[static_cast<size_t>(r)] * C_;
+      float* x = x_.data() + r * C_;
+      for (int64_t i = 0; i < C_; ++i) x[i] += pe[i];
+    }
+  } else {
+    std::copy(input, input + R * C_, x_.data());
   }
 
   float* x = x_.data();
-  for (int64_t l = 0; l < c.n_layer; ++l) {
+  const auto layers = static_cast<int64_t>(w.blocks.size());
+  for (int64_t l = 0; l < layers; ++l) {  // l: the stage's own block index (its cache's layer)
     const GptBlockParams& b = w.blocks[static_cast<size_t>(l)];
     norm_enter_forward(pass, ln_in_.data(), mean_.data(), rstd_.data(), x, p + b.ln1_w, p + b.ln1_b,
                        scratch_);
@@ -159,6 +196,10 @@ const float* GptDecoder::step(std::span<const DecodeSegment> segments, const int
     x = x_.data();
   }
 
+  if (!w_.is_last()) {
+    std::copy(x, x + R * C_, output);
+    return nullptr;
+  }
   // Head on each segment's last row only.
   int64_t row_end = 0;
   for (int64_t k = 0; k < S; ++k) {
