@@ -2,9 +2,9 @@
 # Generation throughput of `brigade generate` on the bench-small GPT (configs/bench-small.toml:
 # 3.3M parameters, seq_len 256), run back to back in one invocation: the full window rerun per
 # token (--no-kv-cache, what generate did before the cache) against the key-value cache, batch 1
-# and 8 (8 prompts through 1 or 8 slots), on 1 process and on 2 (tensor parallel,
-# `brigade launch --nproc 2`). Greedy, NEW tokens per prompt (default 128, so windows grow to
-# about 140 of the 256 positions). Prints new tokens/s of each and the ratios to the baseline.
+# and 8 (8 prompts through 1 or 8 slots), on 1 process and on 2 (`brigade launch --nproc 2`):
+# tensor parallel, and pipeline parallel (--set parallel.pp=2: two blocks per stage). Greedy, NEW
+# tokens per prompt (default 128, so windows grow to about 140 of the 256 positions). Prints new tokens/s of each and the ratios to the baseline.
 #
 #   bench/generate_throughput.sh [BUILD_DIR] [NEW_TOKENS]
 set -euo pipefail
@@ -36,8 +36,10 @@ kv1=$(run kv-b1 1 --batch 1)
 kv8=$(run kv-b8 1 --batch 8)
 tp1=$(run kv-b1-tp2 2 --batch 1)
 tp8=$(run kv-b8-tp2 2 --batch 8)
+pp1=$(run kv-b1-pp2 2 --batch 1 --set parallel.pp=2)
+pp8=$(run kv-b8-pp2 2 --batch 8 --set parallel.pp=2)
 # Greedy is greedy: every variant must produce the baseline's text.
-for v in kv-b1 kv-b8 kv-b1-tp2 kv-b8-tp2; do
+for v in kv-b1 kv-b8 kv-b1-tp2 kv-b8-tp2 kv-b1-pp2 kv-b8-pp2; do
   if ! diff <(sed 's/^\[rank 0\] //' "$out/$v.jsonl") "$out/full-window.jsonl" > /dev/null; then
     echo "warning: $v's completions differ from the full-window baseline's" >&2
   fi
@@ -49,3 +51,5 @@ printf '%-34s %12s %8s\n' "kv cache, batch 1, 1 process" "$kv1" "$(ratio "$kv1" 
 printf '%-34s %12s %8s\n' "kv cache, batch 8, 1 process" "$kv8" "$(ratio "$kv8" "$base")"
 printf '%-34s %12s %8s\n' "kv cache, batch 1, tp = 2" "$tp1" "$(ratio "$tp1" "$base")"
 printf '%-34s %12s %8s\n' "kv cache, batch 8, tp = 2" "$tp8" "$(ratio "$tp8" "$base")"
+printf '%-34s %12s %8s\n' "kv cache, batch 1, pp = 2" "$pp1" "$(ratio "$pp1" "$base")"
+printf '%-34s %12s %8s\n' "kv cache, batch 8, pp = 2" "$pp8" "$(ratio "$pp8" "$base")"
