@@ -5,7 +5,9 @@
 //   - after W every gradient is bitwise the fused one (the same sgemm calls on the same operands);
 //   - over two micro-batches (B0 B1 W0 W1, as ZB-H1 interleaves them) still bitwise;
 //   - independently of the fused code, W's gradients and B's input gradient match central finite
-//     differences of L = sum(out * dy) for a few elements of every tensor.
+//     differences of L = sum(out * dy) for a few elements of every tensor;
+// each without and with LoRA adapters on all four linear layers (B adds their input gradient,
+// W their dA and dB).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 
 #include "brigade/model/gpt_block.h"
 #include "brigade/model/gpt_layout.h"
+#include "brigade/model/lora.h"
 #include "brigade/model/param_spec.h"
 #include "brigade/tensor/rng.h"
 
@@ -24,8 +27,19 @@ namespace {
 const GptConfig kCfg{.vocab = 13, .seq_len = 8, .d_model = 16, .n_layer = 1, .n_head = 2};
 constexpr int64_t kB = 2;
 
+GptConfig config_for(bool lora) {
+  GptConfig c = kCfg;
+  if (lora) {
+    c.lora_rank = 2;
+    c.lora_alpha = 3.0;
+    c.lora_targets = kLoraAttn | kLoraAttnProj | kLoraFc | kLoraFcProj;
+  }
+  return c;
+}
+
 struct BlockFixture {
-  GptShard shard = make_gpt_shard(kCfg, 1, 0);
+  GptConfig cfg;
+  GptShard shard = make_gpt_shard(cfg, 1, 0);
   TpContext tp;
   ParamLayout layout;
   GptParams w;
@@ -34,24 +48,25 @@ struct BlockFixture {
   GptScratch scratch;
   BlockActivations a;
   int64_t BT = kB * kCfg.seq_len, C = kCfg.d_model;
+  int64_t matmul_tensors = 8 + (cfg.lora() ? 8 : 0);  // weight and bias; A and B
 
-  BlockFixture() {
+  explicit BlockFixture(bool lora) : cfg(config_for(lora)) {
     std::vector<ParamGroup> groups;
-    w = build_gpt_layout(kCfg, shard, layout, groups);
+    w = build_gpt_layout(cfg, shard, layout, groups);
     params.resize(static_cast<size_t>(layout.total()));
     layout.initialize(params.data(), 3);
     // Well away from the 0.02 init and unit gains, so every path carries a sizeable gradient.
     std::vector<float> noise(params.size());
     fill_normal(noise.data(), layout.total(), 0.0f, 0.3f, 4, 5);
     for (size_t i = 0; i < params.size(); ++i) params[i] += noise[i];
-    pass = GptPass{.config = &kCfg, .shard = &shard, .tp = &tp, .profiler = nullptr};
+    pass = GptPass{.config = &cfg, .shard = &shard, .tp = &tp, .profiler = nullptr};
     pass.B = kB;
     pass.T = kCfg.seq_len;
     pass.BT = BT;
     pass.rows = BT;
     pass.C = C;
-    scratch.allocate(BT, 0, C, shard.fc_local);
-    a.allocate(kCfg, shard, kB, BT);
+    scratch.allocate(BT, 0, C, shard.fc_local, cfg.lora_rank);
+    a.allocate(cfg, shard, kB, BT);
   }
   const GptBlockParams& block() const { return w.blocks[0]; }
   std::vector<float> random(uint64_t key, float std = 1.0f) const {
@@ -92,8 +107,10 @@ bool is_matmul_param(const std::string& name) {
          name.find("c_fc") != std::string::npos;
 }
 
-TEST(GptBlockSplit, InputPlusWeightEqualsFusedBitwise) {
-  BlockFixture f;
+class GptBlockSplit : public ::testing::TestWithParam<bool> {};
+
+TEST_P(GptBlockSplit, InputPlusWeightEqualsFusedBitwise) {
+  BlockFixture f(GetParam());
   const std::vector<float> x = f.random(1), dy = f.random(2);
   const int64_t n = f.layout.total();
 
@@ -124,9 +141,9 @@ TEST(GptBlockSplit, InputPlusWeightEqualsFusedBitwise) {
       EXPECT_TRUE(std::equal(begin, end, g_fused.begin() + s.offset)) << s.name << " after B";
     }
   }
-  EXPECT_EQ(untouched, 8);  // c_attn, attn.c_proj, c_fc, mlp.c_proj: weight and bias each
+  EXPECT_EQ(untouched, f.matmul_tensors);  // c_attn, attn.c_proj, c_fc, mlp.c_proj
 
-  block_backward_weight(f.pass, f.block(), g.data(), buf.in(f.a));
+  block_backward_weight(f.pass, f.block(), f.params.data(), g.data(), buf.in(f.a), f.scratch);
   for (const ParamSpec& s : f.layout.specs()) {
     if (s.name.rfind("h.0.", 0) != 0) continue;
     float max_abs = 0.0f;
@@ -139,8 +156,8 @@ TEST(GptBlockSplit, InputPlusWeightEqualsFusedBitwise) {
   }
 }
 
-TEST(GptBlockSplit, TwoMicroBatchesWithDeferredWeightsEqualFused) {
-  BlockFixture f;
+TEST_P(GptBlockSplit, TwoMicroBatchesWithDeferredWeightsEqualFused) {
+  BlockFixture f(GetParam());
   const int64_t n = f.layout.total();
   const std::vector<float> x[2] = {f.random(11), f.random(12)};
   const std::vector<float> dy[2] = {f.random(13), f.random(14)};
@@ -160,14 +177,15 @@ TEST(GptBlockSplit, TwoMicroBatchesWithDeferredWeightsEqualFused) {
   BlockActivations acts[2];
   std::vector<WeightGradBuffers> bufs{WeightGradBuffers(f), WeightGradBuffers(f)};
   for (int mb = 0; mb < 2; ++mb) {
-    acts[mb].allocate(kCfg, f.shard, kB, f.BT);
+    acts[mb].allocate(f.cfg, f.shard, kB, f.BT);
     std::vector<float> d = dy[mb];
     block_forward(f.pass, f.block(), f.params.data(), x[mb].data(), acts[mb], f.scratch);
     block_backward_input(f.pass, f.block(), f.params.data(), g.data(), acts[mb], x[mb].data(),
                          d.data(), bufs[static_cast<size_t>(mb)].out(), f.scratch);
   }
   for (int mb = 0; mb < 2; ++mb)
-    block_backward_weight(f.pass, f.block(), g.data(), bufs[static_cast<size_t>(mb)].in(acts[mb]));
+    block_backward_weight(f.pass, f.block(), f.params.data(), g.data(),
+                          bufs[static_cast<size_t>(mb)].in(acts[mb]), f.scratch);
   EXPECT_EQ(g, g_fused);
 }
 
@@ -179,8 +197,8 @@ double block_loss(BlockFixture& f, const std::vector<float>& x, const std::vecto
   return l;
 }
 
-TEST(GptBlockSplit, MatchesFiniteDifferences) {
-  BlockFixture f;
+TEST_P(GptBlockSplit, MatchesFiniteDifferences) {
+  BlockFixture f(GetParam());
   std::vector<float> x = f.random(21);
   const std::vector<float> dy = f.random(22);
   std::vector<float> g(static_cast<size_t>(f.layout.total()), 0.0f), dx = dy;
@@ -188,7 +206,7 @@ TEST(GptBlockSplit, MatchesFiniteDifferences) {
   block_forward(f.pass, f.block(), f.params.data(), x.data(), f.a, f.scratch);
   block_backward_input(f.pass, f.block(), f.params.data(), g.data(), f.a, x.data(), dx.data(),
                        buf.out(), f.scratch);
-  block_backward_weight(f.pass, f.block(), g.data(), buf.in(f.a));
+  block_backward_weight(f.pass, f.block(), f.params.data(), g.data(), buf.in(f.a), f.scratch);
 
   // eps 1e-2 on O(1) weights: float rounding of L (~1e-5 relative over 256 outputs) / 2 eps
   // and O(eps^2) truncation stay well inside atol + rtol |g|; a missing or misplaced term is
@@ -218,8 +236,11 @@ TEST(GptBlockSplit, MatchesFiniteDifferences) {
     EXPECT_NEAR(dx[static_cast<size_t>(i)], fd, kAtol + kRtol * std::fabs(fd)) << "x[" << i << "]";
     ++checked;
   }
-  EXPECT_EQ(checked, 12 * 3 + 3);
+  EXPECT_EQ(checked, (4 + f.matmul_tensors) * 3 + 3);  // + the two layernorms' gains and biases
 }
+
+INSTANTIATE_TEST_SUITE_P(Adapters, GptBlockSplit, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Lora" : "Plain"; });
 
 }  // namespace
 }  // namespace brigade

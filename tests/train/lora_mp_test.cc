@@ -1,10 +1,12 @@
 // LoRA adapters (issue 18, fine-tuning), end to end through the CLI: a LoRA run from a base run
 // (train.init_from) trains its adapters only, the base tensors leaving it bitwise as they came
 // in; its first loss is the base model's bitwise (lora_B starts at zero); two data-parallel
-// processes, ZeRO-1 and ZeRO-3, two pipeline stages and two tensor-parallel ranks (with and
+// processes, ZeRO-1 and ZeRO-3, two pipeline stages (1F1B and the zero-bubble zb-h1, whose split
+// backward adds the adapters' gradients in W) and two tensor-parallel ranks (with and
 // without sequence parallelism, and tp x dp under ZeRO-1) equal one process; `brigade export`
 // merges the adapters into a plain GPT-2 whose validation loss, imported back, is the adapted
-// model's; the layout adapters do not support (zb-h1) is refused before anything starts.
+// model's; what adapters do not support (mixture-of-experts blocks) is refused before anything
+// starts.
 //
 // Tolerance, as the data-parallel equivalence tests (parallel/dp_run_helpers.h): losses within
 // 1e-5 relative at every step, weights within 1e-5 of the largest weight; the merged model's
@@ -147,6 +149,12 @@ TEST_F(Lora, DataParallelZeroAndPipelineEqualOneProcess) {
   fine_tune("pp2", "--set parallel.pp=2 --set train.micro_batch=4 --set train.grad_accum=2", 2);
   expect_adapters_only("pp2");
   expect_same_training("one-dp", "pp2");
+  fine_tune("zb",
+            "--set parallel.pp=2 --set parallel.schedule=zb-h1 --set train.micro_batch=4 "
+            "--set train.grad_accum=2",
+            2);
+  expect_adapters_only("zb");
+  expect_same_training("one-dp", "zb");
 }
 
 // Tensor parallelism cuts each adapter as its layer (B's rows for the column-parallel c_attn and
@@ -187,14 +195,13 @@ TEST_F(Lora, MergedExportGivesTheAdaptedModelsLoss) {
 TEST_F(Lora, UnsupportedLayoutsAreRefusedBeforeAnythingStarts) {
   const std::string base =
       "train " + config_ + " --set run.out_dir=" + dir_ + " " + kLora + " --set run.name=";
-  const auto zb = brigade(
-      base + "zb --set parallel.pp=2 --set parallel.schedule=zb-h1 --set train.grad_accum=2", 2);
-  EXPECT_EQ(zb.exit_code, 2) << zb.output;
-  EXPECT_THAT(zb.output, HasSubstr("zb-h1"));
+  const auto moe = brigade(base + "moe --set model.n_experts=4");
+  EXPECT_EQ(moe.exit_code, 2) << moe.output;
+  EXPECT_THAT(moe.output, HasSubstr("model.n_experts = 4"));
   const auto typo = brigade(base + "typo --set lora.targets=mlp.fc");
   EXPECT_EQ(typo.exit_code, 2) << typo.output;
   EXPECT_THAT(typo.output, HasSubstr("lora.targets = \"mlp.fc\""));
-  for (const char* run : {"zb", "typo"}) {
+  for (const char* run : {"moe", "typo"}) {
     EXPECT_FALSE(std::ifstream(dir_ + "/" + std::string(run) + "/metrics.jsonl").good()) << run;
   }
 }

@@ -144,50 +144,66 @@ void block_backward_input(const GptPass& pass, const GptBlockParams& w, const fl
     block_backward_attention(pass, w, p, g, a, x, dres, s);
     return;
   }
-  // GptStage refuses a split backward with LoRA adapters (ConfigError) before it gets here.
-  BRIGADE_CHECK(!pass.config->lora()) << "split backward with LoRA adapters";
   const int64_t BT = pass.BT, C = pass.C;
   const int64_t Cl = pass.shard->c_local, NHl = pass.shard->heads_local;
   const int64_t Fl = pass.shard->fc_local;
   // MLP half: dres is the gradient of residual3.
   float* dfch_gelu = s.d4c_a.data();
   zero_prefix(pass, s.d4c_a, BT * Fl);
-  row_parallel_exit_backward_input(pass, dfch_gelu, out.dfc_proj, dres, p + w.fc_proj_w, Fl);
+  row_parallel_exit_backward_input(pass, dfch_gelu, out.dfc_proj, dres, p + w.fc_proj_w, Fl,
+                                   lora_site(pass, w.lora_fc_proj, p, g, s));
   std::fill(out.dfc, out.dfc + BT * Fl, 0.0f);
   timed(pass.profiler, Op::kGeluBackward, gelu_backward, out.dfc, a.fch.data(), dfch_gelu, BT * Fl);
   zero_prefix(pass, s.din, BT * C);
   timed(pass.profiler, Op::kMatmulBackward, matmul_backward, s.din.data(), nullptr, nullptr,
         out.dfc, nullptr, p + w.fc_w, BT, C, Fl);
+  if (const LoraSite lora = lora_site(pass, w.lora_fc, p, g, s); lora.on())
+    timed(pass.profiler, Op::kMatmulBackward, lora_backward_input, s.din.data(), out.dfc, lora, BT,
+          C, Fl);
   norm_enter_backward(pass, dres, g + w.ln2_w, g + w.ln2_b, s.din.data(), a.residual2.data(),
                       p + w.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), s);
   // Attention half: dres is now the gradient of residual2.
   float* datty = s.d4c_b.data();
   zero_prefix(pass, s.d4c_b, BT * Cl);
-  row_parallel_exit_backward_input(pass, datty, out.dattn_proj, dres, p + w.attn_proj_w, Cl);
+  row_parallel_exit_backward_input(pass, datty, out.dattn_proj, dres, p + w.attn_proj_w, Cl,
+                                   lora_site(pass, w.lora_attn_proj, p, g, s));
   std::fill(out.dqkv, out.dqkv + BT * 3 * Cl, 0.0f);
   timed(pass.profiler, Op::kAttentionBackward, attention_backward, out.dqkv, datty, a.qkv.data(),
         a.atty.data(), a.lse.data(), pass.B, pass.T, Cl, NHl);
   zero_prefix(pass, s.din, BT * C);
   timed(pass.profiler, Op::kMatmulBackward, matmul_backward, s.din.data(), nullptr, nullptr,
         out.dqkv, nullptr, p + w.attn_w, BT, C, 3 * Cl);
+  if (const LoraSite lora = lora_site(pass, w.lora_attn, p, g, s); lora.on())
+    timed(pass.profiler, Op::kMatmulBackward, lora_backward_input, s.din.data(), out.dqkv, lora, BT,
+          C, 3 * Cl);
   norm_enter_backward(pass, dres, g + w.ln1_w, g + w.ln1_b, s.din.data(), x, p + w.ln1_w,
                       a.ln1_mean.data(), a.ln1_rstd.data(), s);
 }
 
-void block_backward_weight(const GptPass& pass, const GptBlockParams& w, float* g,
-                           const BlockWeightInputs& in) {
+void block_backward_weight(const GptPass& pass, const GptBlockParams& w, const float* p, float* g,
+                           const BlockWeightInputs& in, GptScratch& s) {
   if (w.is_moe) return;  // block_backward_input ran the whole fused backward
   const int64_t BT = pass.BT, C = pass.C;
   const int64_t Cl = pass.shard->c_local, Fl = pass.shard->fc_local;
   // Row-parallel layers: (N, C, OC) = (BT, in_local, C); column-parallel: (BT, C, out_local).
+  // Each adapter's dA and dB after its layer's weight gradient, as the fused backward adds them.
+  const auto adapter = [&](const LoraParams& params, const float* dy, const float* x, int64_t n_in,
+                           int64_t n_out) {
+    if (const LoraSite lora = lora_site(pass, params, p, g, s); lora.on())
+      timed(pass.profiler, Op::kMatmulBackward, lora_backward_weight, dy, x, lora, BT, n_in, n_out);
+  };
   timed(pass.profiler, Op::kMatmulBackward, matmul_backward, nullptr, g + w.fc_proj_w,
         g + w.fc_proj_b, in.dfc_proj, in.fch_gelu, nullptr, BT, Fl, C);
+  adapter(w.lora_fc_proj, in.dfc_proj, in.fch_gelu, Fl, C);
   timed(pass.profiler, Op::kMatmulBackward, matmul_backward, nullptr, g + w.fc_w, g + w.fc_b,
         in.dfc, in.mlp_in, nullptr, BT, C, Fl);
+  adapter(w.lora_fc, in.dfc, in.mlp_in, C, Fl);
   timed(pass.profiler, Op::kMatmulBackward, matmul_backward, nullptr, g + w.attn_proj_w,
         g + w.attn_proj_b, in.dattn_proj, in.atty, nullptr, BT, Cl, C);
+  adapter(w.lora_attn_proj, in.dattn_proj, in.atty, Cl, C);
   timed(pass.profiler, Op::kMatmulBackward, matmul_backward, nullptr, g + w.attn_w, g + w.attn_b,
         in.dqkv, in.attn_in, nullptr, BT, C, 3 * Cl);
+  adapter(w.lora_attn, in.dqkv, in.attn_in, C, 3 * Cl);
 }
 
 }  // namespace brigade

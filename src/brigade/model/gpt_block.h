@@ -104,9 +104,10 @@ struct BlockWeightInputs {
   const float* dfc_proj = nullptr;
 };
 
-// W: accumulates the weight and bias gradients of c_attn, attn.c_proj, mlp.c_fc and mlp.c_proj
-// into grads. Does nothing for a MoE block (see block_backward_input).
-void block_backward_weight(const GptPass& pass, const GptBlockParams& w, float* grads,
-                           const BlockWeightInputs& in);
+// W: accumulates the weight and bias gradients of c_attn, attn.c_proj, mlp.c_fc and mlp.c_proj,
+// and their adapters' (which read params; s is their scratch), into grads. Does nothing for a
+// MoE block (see block_backward_input).
+void block_backward_weight(const GptPass& pass, const GptBlockParams& w, const float* params,
+                           float* grads, const BlockWeightInputs& in, GptScratch& s);
 
 }  // namespace brigade

@@ -213,12 +213,6 @@ GptStage::GptStage(const GptStageConfig& config, const TpContext& tp, Communicat
 
   work_.allocate(m, shard_, B, rows_);
   scratch_.allocate(BT, tp_.sp() ? rows_ : 0, C_, shard_.fc_local, m.lora_rank);
-  if (config_.split_backward && m.lora()) {
-    throw ConfigError(
-        "lora.rank = " + std::to_string(m.lora_rank) +
-        " with a zero-bubble schedule (split backward): the adapters have no split backward yet; "
-        "use parallel.schedule = \"1f1b\", \"gpipe\" or \"interleaved\"");
-  }
   dres_.resize(static_cast<size_t>(rows_ * C_));
   if (m.recompute_blocks) {
     // Only each block's output is kept (the next block's input); backward re-runs the forward.
@@ -449,8 +443,8 @@ void GptStage::backward_weight(int /*mb*/, const float* /*input*/, const float* 
   if (!config_.split_backward) return;  // backward_input accumulated them already
   const GptPass ps = pass();
   for (int j = static_cast<int>(w_.blocks.size()) - 1; j >= 0; --j)
-    block_backward_weight(ps, w_.blocks[static_cast<size_t>(j)], grads_.data(),
-                          weight_inputs_at(saved, j));
+    block_backward_weight(ps, w_.blocks[static_cast<size_t>(j)], params_.data(), grads_.data(),
+                          weight_inputs_at(saved, j), scratch_);
 }
 
 MoeTotals GptStage::take_moe_totals() {

@@ -121,7 +121,8 @@ void row_parallel_exit_backward(const GptPass& pass, float* dinp, float* dweight
 }
 
 void row_parallel_exit_backward_input(const GptPass& pass, float* dinp, float* dy,
-                                      const float* dres, const float* weight, int64_t in_local) {
+                                      const float* dres, const float* weight, int64_t in_local,
+                                      const LoraSite& lora) {
   const TpContext& tp = *pass.tp;
   if (tp.sp()) {
     reduce_scatter_to_sequence_backward(tp, dres, dy, pass.rows * pass.C);
@@ -131,6 +132,9 @@ void row_parallel_exit_backward_input(const GptPass& pass, float* dinp, float* d
   // The same sgemm as row_parallel_exit_backward's first product, so dinp is bitwise the same.
   timed(pass.profiler, Op::kMatmulBackward, matmul_backward, dinp, nullptr, nullptr, dy, nullptr,
         weight, pass.BT, in_local, pass.C);
+  if (lora.on())
+    timed(pass.profiler, Op::kMatmulBackward, lora_backward_input, dinp, dy, lora, pass.BT,
+          in_local, pass.C);
 }
 
 }  // namespace brigade

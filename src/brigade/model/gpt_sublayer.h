@@ -80,8 +80,10 @@ void row_parallel_exit_backward(const GptPass& pass, float* dinp, float* dweight
 // The input half of it, for a split backward (ZB-H1's B): accumulates dinp (BT,in_local) only
 // and writes the matmul's output gradient dy (BT,C), gathered over ranks under sequence
 // parallelism, which the weight half needs: dweight += dy^T inp, dbias += sum of dy's rows.
+// An adapter adds its input gradient too (lora_backward_input).
 void row_parallel_exit_backward_input(const GptPass& pass, float* dinp, float* dy,
-                                      const float* dres, const float* weight, int64_t in_local);
+                                      const float* dres, const float* weight, int64_t in_local,
+                                      const LoraSite& lora = {});
 
 // Zeroes n floats of v (timed as a zero fill).
 void zero_prefix(const GptPass& pass, std::vector<float>& v, int64_t n);

@@ -65,6 +65,21 @@ void lora_forward(float* y, const float* x, const LoraSite& site, int64_t N, int
 
 void lora_backward(float* dx, const float* dy, const float* x, const LoraSite& site, int64_t N,
                    int64_t in, int64_t out) {
+  lora_backward_weight(dy, x, site, N, in, out);
+  // dx (N, in) += du A, du as the weight half left it
+  if (dx) gemm(false, false, N, in, site.rank, 1.0f, site.du, site.rank, site.a, in, 1.0f, dx, in);
+}
+
+void lora_backward_input(float* dx, const float* dy, const LoraSite& site, int64_t N, int64_t in,
+                         int64_t out) {
+  const int64_t r = site.rank;
+  // du (N, r) = s dy B, then dx (N, in) += du A: the same products as lora_backward's
+  gemm(false, false, N, r, out, site.scale, dy, out, site.b, r, 0.0f, site.du, r);
+  gemm(false, false, N, in, r, 1.0f, site.du, r, site.a, in, 1.0f, dx, in);
+}
+
+void lora_backward_weight(const float* dy, const float* x, const LoraSite& site, int64_t N,
+                          int64_t in, int64_t out) {
   const int64_t r = site.rank;
   gemm(false, true, N, r, in, 1.0f, x, in, site.a, in, 0.0f, site.u, r);  // u = x A^T again
   const bool tp = site.tp && site.tp->active();
@@ -81,8 +96,6 @@ void lora_backward(float* dx, const float* dy, const float* x, const LoraSite& s
   } else {
     gemm(true, false, r, in, N, 1.0f, site.du, r, x, in, 1.0f, site.da, in);
   }
-  // dx (N, in) += du A
-  if (dx) gemm(false, false, N, in, r, 1.0f, site.du, r, site.a, in, 1.0f, dx, in);
 }
 
 }  // namespace brigade

@@ -79,4 +79,12 @@ void lora_forward(float* y, const float* x, const LoraSite& site, int64_t N, int
 void lora_backward(float* dx, const float* dy, const float* x, const LoraSite& site, int64_t N,
                    int64_t in, int64_t out);
 
+// The two halves of lora_backward for a split backward (ZB-H1's B and W), bitwise the fused
+// one's results: input, dx += s (dy B) A (no collective); weight, dA and dB (with the tensor-
+// parallel sums of lora_backward). Together they compute du = s dy B twice.
+void lora_backward_input(float* dx, const float* dy, const LoraSite& site, int64_t N, int64_t in,
+                         int64_t out);
+void lora_backward_weight(const float* dy, const float* x, const LoraSite& site, int64_t N,
+                          int64_t in, int64_t out);
+
 }  // namespace brigade

@@ -292,9 +292,6 @@ void validate_lora(const ModelConfig& model, const ParallelConfig& parallel,
           fmt::format("adapters are supported on dense GPT blocks only (model.n_experts = {}); "
                       "use model.n_experts = 0",
                       model.n_experts));
-  require(parallel.schedule != "zb-h1" || parallel.pp == 1, "lora.rank", rank,
-          "cannot run with parallel.schedule = \"zb-h1\": the adapters have no split backward "
-          "yet (use \"1f1b\", \"gpipe\" or \"interleaved\")");
   require(sync.method == "ddp", "lora.rank", rank,
           fmt::format("needs sync.method = \"ddp\" (the base weights are frozen, which "
                       "sync.method = \"{}\" does not apply)",
