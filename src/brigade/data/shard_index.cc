@@ -10,6 +10,7 @@
 #include "brigade/base/file_io.h"
 #include "brigade/base/json_limits.h"
 #include "brigade/data/bpe.h"
+#include "brigade/data/mapped_token_shard.h"
 #include "brigade/data/token_shard.h"
 
 namespace brigade {
@@ -131,6 +132,15 @@ bool path_exists(const std::string& path) {
   return std::filesystem::exists(path, ec);
 }
 
+// The message of a file whose size or CRC-32 is not what the index recorded.
+IoError digest_mismatch(const std::string& path, int64_t bytes, uint32_t crc, int64_t want_bytes,
+                        uint32_t want_crc) {
+  return IoError(fmt::format(
+      "{}: {} bytes with CRC-32 {}, but {} records {} bytes with CRC-32 {} (a damaged or "
+      "replaced file; re-run `brigade tokenize`)",
+      path, bytes, hex32(crc), kShardIndexFile, want_bytes, hex32(want_crc)));
+}
+
 // Size and CRC-32 of dir/file against what the index recorded.
 void check_digest(const std::string& path, int64_t bytes, uint32_t crc) {
   if (!path_exists(path)) {
@@ -138,41 +148,77 @@ void check_digest(const std::string& path, int64_t bytes, uint32_t crc) {
                               kShardIndexFile));
   }
   const FileDigest d = digest_file(path);
-  if (d.bytes != bytes || d.crc32 != crc) {
-    throw IoError(fmt::format(
-        "{}: {} bytes with CRC-32 {}, but {} records {} bytes with CRC-32 {} (a damaged or "
-        "replaced file; re-run `brigade tokenize`)",
-        path, d.bytes, hex32(d.crc32), kShardIndexFile, bytes, hex32(crc)));
-  }
+  if (d.bytes != bytes || d.crc32 != crc) throw digest_mismatch(path, d.bytes, d.crc32, bytes, crc);
 }
 
-std::vector<int32_t> read_split(const std::string& dir, const SplitIndex& split, uint32_t vocab,
-                                std::vector<std::string>& files) {
-  // Every file's size first (the index is untrusted): reserving the sum is then bounded by data
-  // that exists.
-  int64_t total = 0;
+// Maps every shard of a split, checking each against the index in one pass over its bytes:
+// size, CRC-32 (before its header or ids are judged, so a damaged file is called damaged), the
+// header's token count and vocabulary, and every id below the vocabulary.
+std::vector<MappedTokenShard> open_split(const std::string& dir, const SplitIndex& split,
+                                         uint32_t vocab, const SplitScan& scan,
+                                         std::vector<std::string>& files) {
+  // Every file's size first (the index is untrusted): a missing or truncated shard is named
+  // before any other is read.
   for (const ShardEntry& e : split.shards) {
     const std::string path = dir + "/" + e.file;
     std::error_code ec;
     const auto size = std::filesystem::file_size(path, ec);
     if (ec || static_cast<int64_t>(size) != e.bytes) check_digest(path, e.bytes, e.crc32);
-    total += e.tokens;
   }
-  std::vector<int32_t> tokens;
-  tokens.reserve(static_cast<size_t>(total));
+  std::vector<MappedTokenShard> shards;
+  shards.reserve(split.shards.size());
   for (const ShardEntry& e : split.shards) {
     const std::string path = dir + "/" + e.file;
-    check_digest(path, e.bytes, e.crc32);
-    TokenShardInfo info;
-    const std::vector<int32_t> part = read_token_shard(path, &info);
+    if (!path_exists(path)) check_digest(path, e.bytes, e.crc32);  // removed since: "missing"
+    ShardScanOptions options{.verify_digest =
+                                 [&](int64_t bytes, uint32_t crc) {
+                                   if (bytes != e.bytes || crc != e.crc32) {
+                                     throw digest_mismatch(path, bytes, crc, e.bytes, e.crc32);
+                                   }
+                                 },
+                             .id_limit = scan.id_limit,
+                             .id_counts = scan.id_counts};
+    MappedTokenShard shard(path, options);
+    const TokenShardInfo& info = shard.info();
     if (info.llmc || info.num_tokens != static_cast<uint64_t>(e.tokens) ||
         info.vocab_size != vocab) {
       throw IoError(fmt::format("{}: holds {} tokens of vocabulary {}, but {} records {} of {}",
                                 path, info.num_tokens, info.vocab_size, kShardIndexFile, e.tokens,
                                 vocab));
     }
-    tokens.insert(tokens.end(), part.begin(), part.end());
+    shards.push_back(std::move(shard));
     files.push_back(path);
+  }
+  return shards;
+}
+
+// Reads dir/index.json and checks the tokenizer file against it.
+TokenShardIndex read_index_and_tokenizer(const std::string& dir, std::vector<std::string>& files) {
+  const std::string path = dir + "/" + kShardIndexFile;
+  TokenShardIndex index = parse_shard_index(read_file(path, kMaxShardIndexBytes), path);
+  files.push_back(path);
+  const std::string merges = dir + "/" + kTokenizerName;
+  if (index.tokenizer == "bpe") {
+    check_digest(merges, index.tokenizer_bytes, index.tokenizer_crc32);
+    files.push_back(merges);
+  } else if (path_exists(merges)) {
+    throw IoError(
+        fmt::format("{}: present, but {} records byte tokens (a stray file; remove it "
+                    "or re-run `brigade tokenize`)",
+                    merges, path));
+  }
+  return index;
+}
+
+// The tokens of mapped shards, concatenated.
+std::vector<int32_t> concatenate(const std::vector<MappedTokenShard>& shards) {
+  int64_t total = 0;
+  for (const MappedTokenShard& s : shards) total += s.num_tokens();
+  std::vector<int32_t> tokens(static_cast<size_t>(total));
+  int64_t at = 0;
+  for (const MappedTokenShard& s : shards) {
+    s.copy(0, s.num_tokens(), tokens.data() + at);
+    at += s.num_tokens();
   }
   return tokens;
 }
@@ -280,23 +326,22 @@ TokenShardIndex parse_shard_index(std::string_view text, const std::string& path
   return index;
 }
 
+IndexedShardFiles open_indexed_shards(const std::string& dir, const SplitScan& train_scan,
+                                      const SplitScan& val_scan) {
+  IndexedShardFiles out;
+  out.index = read_index_and_tokenizer(dir, out.files);
+  out.train = open_split(dir, out.index.train, out.index.vocab, train_scan, out.files);
+  out.val = open_split(dir, out.index.val, out.index.vocab, val_scan, out.files);
+  return out;
+}
+
 IndexedSplits read_indexed_shards(const std::string& dir) {
+  IndexedShardFiles mapped = open_indexed_shards(dir);
   IndexedSplits out;
-  const std::string path = dir + "/" + kShardIndexFile;
-  out.index = parse_shard_index(read_file(path, kMaxShardIndexBytes), path);
-  out.files.push_back(path);
-  const std::string merges = dir + "/" + kTokenizerName;
-  if (out.index.tokenizer == "bpe") {
-    check_digest(merges, out.index.tokenizer_bytes, out.index.tokenizer_crc32);
-    out.files.push_back(merges);
-  } else if (path_exists(merges)) {
-    throw IoError(
-        fmt::format("{}: present, but {} records byte tokens (a stray file; remove it "
-                    "or re-run `brigade tokenize`)",
-                    merges, path));
-  }
-  out.train = read_split(dir, out.index.train, out.index.vocab, out.files);
-  out.val = read_split(dir, out.index.val, out.index.vocab, out.files);
+  out.index = std::move(mapped.index);
+  out.train = concatenate(mapped.train);
+  out.val = concatenate(mapped.val);
+  out.files = std::move(mapped.files);
   return out;
 }
 

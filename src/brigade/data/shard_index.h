@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "brigade/data/mapped_token_shard.h"
+
 namespace brigade {
 
 inline constexpr const char* kShardIndexFile = "index.json";
@@ -72,6 +74,28 @@ std::string shard_index_json(const TokenShardIndex& index);
 // at most kMaxShardsPerSplit shards. IoError naming path and the field otherwise.
 TokenShardIndex parse_shard_index(std::string_view text, const std::string& path);
 
+// What the opening pass over a split's shards also looks for (mapped_token_shard.h): the first
+// id >= id_limit of each shard (0: none beyond the index's vocabulary), and counts per id.
+struct SplitScan {
+  uint64_t id_limit = 0;
+  std::vector<uint64_t>* id_counts = nullptr;  // id_limit entries, or null
+};
+
+struct IndexedShardFiles {
+  TokenShardIndex index;
+  std::vector<MappedTokenShard> train;  // in index order; a split is their tokens concatenated
+  std::vector<MappedTokenShard> val;
+  std::vector<std::string> files;  // the index, the tokenizer (bpe) and every shard, as read
+};
+
+// Reads dir/index.json and maps everything it lists, without holding the tokens: tokenizer.bpe
+// must have the recorded size and CRC-32 (and be absent for byte tokens), and every shard its
+// size and CRC-32 (checked in one pass over its bytes at open, before its header and ids), token
+// count and vocabulary, every id below it. IoError naming the file that is missing or does not
+// match: the first in index order, every size checked before any content.
+IndexedShardFiles open_indexed_shards(const std::string& dir, const SplitScan& train_scan = {},
+                                      const SplitScan& val_scan = {});
+
 struct IndexedSplits {
   TokenShardIndex index;
   std::vector<int32_t> train;
@@ -79,9 +103,8 @@ struct IndexedSplits {
   std::vector<std::string> files;  // the index, the tokenizer (bpe) and every shard, as read
 };
 
-// Reads dir/index.json and everything it lists: tokenizer.bpe must have the recorded size and
-// CRC-32 (and be absent for byte tokens), and every shard its size, CRC-32, token count and
-// vocabulary. IoError naming the file that is missing or does not match.
+// open_indexed_shards with the splits read whole into memory (tests and tools on small folders;
+// training maps them: data/streamed_token_dataset.h).
 IndexedSplits read_indexed_shards(const std::string& dir);
 
 }  // namespace brigade

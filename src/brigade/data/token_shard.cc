@@ -182,9 +182,7 @@ class ShardFile {
   TokenShardInfo header() const {
     char h[kLlmcHeaderBytes] = {};
     const size_t got = read_at(h, sizeof(h), 0);
-    // A short read means a file shorter than the header; the parsers report it.
-    if (is_llmc_magic(h, got)) return parse_llmc_header(path_, h, got < sizeof(h) ? got : size_);
-    return parse_header(path_, h, got < static_cast<size_t>(kTokenShardHeaderBytes) ? got : size_);
+    return parse_token_shard_header(path_, h, got, size_);
   }
 
  private:
@@ -194,6 +192,22 @@ class ShardFile {
 };
 
 }  // namespace
+
+TokenShardInfo parse_token_shard_header(const std::string& path, const char* h, size_t got,
+                                        uint64_t file_size) {
+  // A short read means a file shorter than the header; the parsers report it.
+  if (is_llmc_magic(h, got)) {
+    return parse_llmc_header(path, h,
+                             got < static_cast<size_t>(kLlmcHeaderBytes) ? got : file_size);
+  }
+  return parse_header(path, h, got < static_cast<size_t>(kTokenShardHeaderBytes) ? got : file_size);
+}
+
+std::string bad_token_message(const std::string& path, uint64_t token, uint64_t index,
+                              const TokenShardInfo& info) {
+  return path + ": bad token shard: token " + std::to_string(token) + " at index " +
+         std::to_string(index) + " >= vocab size " + std::to_string(info.vocab_size);
+}
 
 TokenShardInfo read_token_shard_info(const std::string& path) {
   return ShardFile(path).header();
@@ -217,11 +231,7 @@ std::vector<int32_t> read_token_shard(const std::string& path, TokenShardInfo* i
     }
     for (uint64_t i = 0; i < n; ++i) {
       const uint64_t t = get_le(chunk.data() + i * dtype, dtype);
-      if (info.vocab_size > 0 ? t >= info.vocab_size : t > uint64_t{0x7fffffff}) {
-        throw IoError(path + ": bad token shard: token " + std::to_string(t) + " at index " +
-                      std::to_string(first + i) + " >= vocab size " +
-                      std::to_string(info.vocab_size));
-      }
+      if (t > max_token_id(info)) throw IoError(bad_token_message(path, t, first + i, info));
       tokens[first + i] = static_cast<int32_t>(t);
     }
   }

@@ -51,6 +51,21 @@ void write_token_shard(const std::string& path, std::span<const int32_t> tokens,
 // size equals header + count * dtype. IoError naming the path on any mismatch. Either format.
 TokenShardInfo read_token_shard_info(const std::string& path);
 
+// The same checks on a header already in memory: h holds the first `got` bytes of path, a file
+// of file_size bytes (got = min(file_size, kLlmcHeaderBytes) is enough for either format).
+TokenShardInfo parse_token_shard_header(const std::string& path, const char* h, size_t got,
+                                        uint64_t file_size);
+
+// The largest id a shard may hold: its header's vocabulary minus one, or for an llm.c file (no
+// vocabulary recorded) the largest int32.
+inline uint64_t max_token_id(const TokenShardInfo& info) {
+  return info.vocab_size > 0 ? info.vocab_size - 1 : uint64_t{0x7fffffff};
+}
+
+// The message of a token above max_token_id(info) at index i of path (read_token_shard's).
+std::string bad_token_message(const std::string& path, uint64_t token, uint64_t index,
+                              const TokenShardInfo& info);
+
 // Reads the whole shard, validating the header as above and that every token < vocab size
 // (when the file records one).
 // IoError naming the path on any mismatch. If info is given it receives the header.

@@ -15,7 +15,10 @@
 #include "brigade/data/idx_reader.h"
 #include "brigade/data/instruction_dataset.h"
 #include "brigade/data/jsonl_corpus.h"
+#include "brigade/data/mapped_token_shard.h"
+#include "brigade/data/shard_baseline.h"
 #include "brigade/data/shard_index.h"
+#include "brigade/data/streamed_token_dataset.h"
 #include "brigade/data/text_corpus.h"
 #include "brigade/data/token_shard.h"
 
@@ -80,12 +83,36 @@ std::vector<std::string> llmc_split_files(const std::string& dir, const std::str
   return files;
 }
 
+// The first shard of a split holding an id at or above the scan's limit: its index in the split
+// and the id's position in the split (counted over the shards before it), or {-1, -1}.
+struct SplitIdOverLimit {
+  int64_t shard = -1;
+  int64_t position = -1;
+  uint64_t id = 0;
+};
+SplitIdOverLimit first_id_over_limit(const std::vector<MappedTokenShard>& shards) {
+  int64_t start = 0;
+  for (size_t k = 0; k < shards.size(); ++k) {
+    const IdOverLimit over = shards[k].first_id_over_limit();
+    if (over.index >= 0) return {static_cast<int64_t>(k), start + over.index, over.id};
+    start += shards[k].num_tokens();
+  }
+  return {};
+}
+
+int64_t total_tokens(const std::vector<MappedTokenShard>& shards) {
+  int64_t n = 0;
+  for (const MappedTokenShard& s : shards) n += s.num_tokens();
+  return n;
+}
+
 // A folder of llm.c / nanoGPT token files (data/token_shard.h): their ids are another
 // tokenizer's (GPT-2's, usually), which brigade does not have, so the run has no tokenizer
-// (no bits per byte, no text to sample) and every id is checked against model.vocab.
+// (no bits per byte, no text to sample) and every id is checked against model.vocab. The files
+// are mapped, not read (StreamedTokenDataset).
 TrainingData load_llmc_shards(const Config& config, const std::string& dir) {
   TrainingData data;
-  std::vector<int32_t> splits[2];
+  std::vector<MappedTokenShard> splits[2];
   const char* names[2] = {"train", "val"};
   for (int k = 0; k < 2; ++k) {
     const std::vector<std::string> files = llmc_split_files(dir, names[k]);
@@ -94,34 +121,35 @@ TrainingData load_llmc_shards(const Config& config, const std::string& dir) {
                                 dir, names[k], k == 0 ? kTrainShardFile : kValShardFile, names[k]));
     }
     for (const std::string& file : files) {
-      TokenShardInfo info;
-      std::vector<int32_t> tokens = read_token_shard(file, &info);
-      const int64_t bad = first_out_of_vocab(tokens, static_cast<int32_t>(config.model.vocab));
-      if (bad >= 0) {
+      MappedTokenShard shard(file, {.id_limit = static_cast<uint64_t>(config.model.vocab)});
+      const IdOverLimit bad = shard.first_id_over_limit();
+      if (bad.index >= 0) {
         throw ConfigError(fmt::format(
             "model.vocab = {}: {} holds token id {} at position {}{}; set model.vocab above "
             "every id (GPT-2's tokenizer has 50257)",
-            config.model.vocab, file, tokens[static_cast<size_t>(bad)], bad,
-            info.llmc ? " (llm.c files record no vocabulary)" : ""));
+            config.model.vocab, file, bad.id, bad.index,
+            shard.info().llmc ? " (llm.c files record no vocabulary)" : ""));
       }
-      splits[k].insert(splits[k].end(), tokens.begin(), tokens.end());
+      splits[k].push_back(std::move(shard));
       data.source_files.push_back(file);
     }
-    require_one_window(splits[k].size(), config, files.front());
+    require_one_window(static_cast<size_t>(total_tokens(splits[k])), config, files.front());
   }
   const int64_t T = config.context();
   data.summary = fmt::format(
       "llm.c token files in {}: {} train tokens, {} validation tokens (ids of the tokenizer that "
       "wrote them; no bits per byte)",
-      dir, splits[0].size(), splits[1].size());
-  data.train = std::make_unique<TokenDataset>(std::move(splits[0]), T);
-  data.val = std::make_unique<TokenDataset>(std::move(splits[1]), T);
+      dir, total_tokens(splits[0]), total_tokens(splits[1]));
+  data.train = std::make_unique<StreamedTokenDataset>(std::move(splits[0]), T);
+  data.val = std::make_unique<StreamedTokenDataset>(std::move(splits[1]), T);
   return data;
 }
 
 // A folder written by `brigade tokenize`: numbered token shards listed in index.json (or, from
 // before the index, train.bin and val.bin) plus the tokenizer that made them; or a folder of
-// llm.c / nanoGPT token files.
+// llm.c / nanoGPT token files. The shards are mapped and checked in one pass each at open,
+// never held in memory (StreamedTokenDataset); the splits' text statistics come from the same
+// pass (counts per id) and one more over the validation split.
 TrainingData load_shards(const Config& config) {
   if (config.data.path.empty()) {
     throw ConfigError(
@@ -151,13 +179,19 @@ TrainingData load_shards(const Config& config) {
   } else {
     data.tokenizer = std::make_unique<ByteTokenizer>();
   }
+  // The shards' ids must be ids of this folder's tokenizer: the opening pass records the first
+  // one that is not, and counts the train split's ids for the unigram baseline.
+  const auto tokenizer_vocab = static_cast<uint64_t>(data.tokenizer->vocab_size());
+  std::vector<uint64_t> train_counts(tokenizer_vocab);
+  const SplitScan train_scan{.id_limit = tokenizer_vocab, .id_counts = &train_counts};
+  const SplitScan val_scan{.id_limit = tokenizer_vocab};
   std::string train_path = dir + "/" + kTrainShardFile;
   std::string val_path = dir + "/" + kValShardFile;
-  std::vector<int32_t> train, val;
+  std::vector<MappedTokenShard> train, val;
   uint32_t shard_vocab = 0;
   if (indexed) {
     // Every shard checked against the index's size and CRC-32; a split is its shards in order.
-    IndexedSplits shards = read_indexed_shards(dir);
+    IndexedShardFiles shards = open_indexed_shards(dir, train_scan, val_scan);
     train = std::move(shards.train);
     val = std::move(shards.val);
     shard_vocab = shards.index.vocab;
@@ -167,46 +201,47 @@ TrainingData load_shards(const Config& config) {
     train_path = dir + "/train_*.bin";  // positions below count from the split's start
     val_path = dir + "/val_*.bin";
   } else {
-    TokenShardInfo train_info, val_info;
-    train = read_token_shard(train_path, &train_info);
-    val = read_token_shard(val_path, &val_info);
+    train.emplace_back(train_path, ShardScanOptions{.id_limit = train_scan.id_limit,
+                                                    .id_counts = train_scan.id_counts});
+    val.emplace_back(val_path, ShardScanOptions{.id_limit = val_scan.id_limit});
     data.source_files.push_back(train_path);
     data.source_files.push_back(val_path);
-    shard_vocab = std::max(train_info.vocab_size, val_info.vocab_size);
+    shard_vocab = std::max(train[0].info().vocab_size, val[0].info().vocab_size);
   }
   if (static_cast<int64_t>(shard_vocab) > config.model.vocab) {
     throw ConfigError(fmt::format("model.vocab = {}: the shards in {} use a vocabulary of {}",
                                   config.model.vocab, dir, shard_vocab));
   }
-  // The shards' ids must be ids of this folder's tokenizer: a deleted tokenizer.bpe (bytes are
-  // then assumed) or one with fewer merges than the shards were made with is found here, naming
-  // the file, rather than when decoding.
+  // A deleted tokenizer.bpe (bytes are then assumed) or one with fewer merges than the shards
+  // were made with is found here, naming the file, rather than when decoding.
   const std::string tokenizer_name =
       data.tokenizer_file.empty() ? fmt::format("the byte tokenizer, as {} is absent", merges)
                                   : fmt::format("the BPE tokenizer of {}", merges);
-  for (const auto& [path, tokens] : {std::pair{&train_path, &train}, std::pair{&val_path, &val}}) {
-    const int64_t bad = first_out_of_vocab(*tokens, data.tokenizer->vocab_size());
-    if (bad >= 0) {
+  for (const auto& [path, shards] : {std::pair{&train_path, &train}, std::pair{&val_path, &val}}) {
+    const SplitIdOverLimit bad = first_id_over_limit(*shards);
+    if (bad.shard >= 0) {
       throw IoError(fmt::format(
           "{}: token id {} at position {} is outside the vocabulary of {} ({} ids); the shards "
           "were written with another tokenizer (re-run `brigade tokenize`)",
-          *path, (*tokens)[static_cast<size_t>(bad)], bad, tokenizer_name,
-          data.tokenizer->vocab_size()));
+          *path, bad.id, bad.position, tokenizer_name, data.tokenizer->vocab_size()));
     }
   }
   const int64_t T = config.context();
-  require_one_window(train.size(), config, train_path);
-  require_one_window(val.size(), config, val_path);
-  std::string train_text = data.tokenizer->decode(train);
-  std::string val_text = data.tokenizer->decode(val);
-  data.val_bytes_per_token = static_cast<double>(val_text.size()) / static_cast<double>(val.size());
-  data.unigram_bits_per_byte = unigram_bits_per_byte(train_text, val_text);
+  const int64_t train_tokens = total_tokens(train);
+  const int64_t val_tokens = total_tokens(val);
+  require_one_window(static_cast<size_t>(train_tokens), config, train_path);
+  require_one_window(static_cast<size_t>(val_tokens), config, val_path);
+  auto train_set = std::make_unique<StreamedTokenDataset>(std::move(train), T);
+  auto val_set = std::make_unique<StreamedTokenDataset>(std::move(val), T);
+  const ShardTextStats stats = shard_text_stats(*data.tokenizer, train_counts, *val_set);
+  data.val_bytes_per_token = static_cast<double>(stats.val_bytes) / static_cast<double>(val_tokens);
+  data.unigram_bits_per_byte = stats.unigram_bits_per_byte;
   data.summary = fmt::format(
       "shards in {}: {} train tokens, {} validation tokens; unigram "
       "baseline {:.3f} bits/byte",
-      dir, train.size(), val.size(), data.unigram_bits_per_byte);
-  data.train = std::make_unique<TokenDataset>(std::move(train), T);
-  data.val = std::make_unique<TokenDataset>(std::move(val), T);
+      dir, train_tokens, val_tokens, data.unigram_bits_per_byte);
+  data.train = std::move(train_set);
+  data.val = std::move(val_set);
   return data;
 }
 

@@ -1,0 +1,73 @@
+#include "brigade/data/streamed_token_dataset.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "brigade/base/check.h"
+#include "brigade/base/error.h"
+
+namespace brigade {
+
+StreamedTokenDataset::StreamedTokenDataset(std::vector<MappedTokenShard> shards, int64_t seq_len)
+    : shards_(std::move(shards)), seq_len_(seq_len) {
+  starts_.reserve(shards_.size() + 1);
+  starts_.push_back(0);
+  for (const MappedTokenShard& s : shards_) starts_.push_back(starts_.back() + s.num_tokens());
+  const int64_t n = starts_.back();
+  if (seq_len <= 0 || n < seq_len + 1) {
+    throw ConfigError("token dataset: seq_len = " + std::to_string(seq_len) + " needs > 0 and " +
+                      "at least seq_len + 1 tokens, have " + std::to_string(n));
+  }
+  num_examples_ = (n - 1) / seq_len;
+}
+
+void StreamedTokenDataset::copy_tokens(int64_t first, int64_t n, int32_t* out) const {
+  BRIGADE_CHECK(first >= 0 && n >= 0 && first + n <= num_tokens())
+      << "tokens [" << first << ", " << first + n << ") of " << num_tokens();
+  // The last shard starting at or before `first` (empty shards share their successor's start).
+  size_t k = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), first) -
+                                 starts_.begin()) -
+             1;
+  while (n > 0) {
+    const int64_t offset = first - starts_[k];
+    const int64_t take = std::min(n, starts_[k + 1] - first);
+    if (take > 0) {
+      shards_[k].copy(offset, take, out);
+      out += take;
+      first += take;
+      n -= take;
+    }
+    ++k;
+  }
+}
+
+Batch StreamedTokenDataset::make_batch(int64_t max_batch) const {
+  BRIGADE_CHECK(max_batch > 0) << max_batch;
+  Batch b;
+  b.tokens.assign(static_cast<size_t>(max_batch * seq_len_), 0);
+  b.targets.assign(static_cast<size_t>(max_batch * seq_len_), 0);
+  b.seq_len = seq_len_;
+  return b;
+}
+
+void StreamedTokenDataset::fill(Batch& batch, const int64_t* example_ids, int64_t n) const {
+  const int64_t t = seq_len_;
+  BRIGADE_CHECK(n >= 0 && static_cast<int64_t>(batch.tokens.size()) >= n * t &&
+                static_cast<int64_t>(batch.targets.size()) >= n * t)
+      << "batch made for fewer than " << n << " examples of length " << t;
+  for (int64_t b = 0; b < n; ++b) {
+    const int64_t id = example_ids[b];
+    BRIGADE_CHECK(id >= 0 && id < num_examples_) << "example " << id << " of " << num_examples_;
+    // Window [id*T, id*T + T + 1): inputs its first T tokens, targets its last T.
+    int32_t* tokens = batch.tokens.data() + b * t;
+    int32_t* targets = batch.targets.data() + b * t;
+    copy_tokens(id * t, t, tokens);
+    std::memcpy(targets, tokens + 1, sizeof(int32_t) * (t - 1));
+    copy_tokens(id * t + t, 1, targets + t - 1);
+  }
+  batch.size = n;
+  batch.seq_len = t;
+}
+
+}  // namespace brigade
