@@ -192,6 +192,77 @@ TEST_F(Lora, MergedExportGivesTheAdaptedModelsLoss) {
   EXPECT_GT(std::abs(base - adapted), 1e-4) << "the adapters changed nothing";
 }
 
+// `brigade export --lora peft`: the base GPT-2 plus the adapters as PEFT saves them. The test
+// applies them as PEFT does (fan_in_fan_out: the Conv1D weight (in, out) gains (s B A)^T, in
+// double) and must find the merged export's weights.
+std::vector<float> read_all(const SafetensorsFile& f, const std::string& name) {
+  std::vector<float> v(static_cast<size_t>(f.info(name).numel()));
+  f.read_f32(name, v.data(), static_cast<int64_t>(v.size()));
+  return v;
+}
+
+TEST_F(Lora, PeftExportAppliedAsPeftDoesGivesTheMergedWeights) {
+  fine_tune("for-peft", "");
+  const std::string merged = dir_ + "/for-peft-merged", peft = dir_ + "/for-peft-peft";
+  ASSERT_EQ(brigade("export --ckpt " + dir_ + "/for-peft --out " + merged).exit_code, 0);
+  const auto e = brigade("export --ckpt " + dir_ + "/for-peft --out " + peft + " --lora peft");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  EXPECT_THAT(e.output, HasSubstr("PeftModel.from_pretrained"));
+
+  const nlohmann::json cfg = nlohmann::json::parse(std::ifstream(peft + "/adapter_config.json"));
+  EXPECT_EQ(cfg.at("peft_type"), "LORA");
+  EXPECT_EQ(cfg.at("r"), 4);
+  EXPECT_EQ(cfg.at("lora_alpha").get<double>(), 8.0);
+  EXPECT_EQ(cfg.at("fan_in_fan_out"), true);
+  EXPECT_EQ(cfg.at("target_modules"),
+            nlohmann::json({"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"}));
+  const double s = cfg.at("lora_alpha").get<double>() / cfg.at("r").get<double>();
+
+  const SafetensorsFile adapters = SafetensorsFile::open(peft + "/adapter_model.safetensors");
+  const SafetensorsFile base = SafetensorsFile::open(peft + "/model.safetensors");
+  const SafetensorsFile want = SafetensorsFile::open(merged + "/model.safetensors");
+  EXPECT_EQ(adapters.names().size(), 2u * 4 * 2);  // A and B, 4 layers, 2 blocks
+  for (const std::string& name : base.names()) EXPECT_FALSE(is_lora_tensor(name)) << name;
+  int adapted = 0;
+  for (const std::string& name : want.names()) {
+    std::vector<double> w(static_cast<size_t>(base.info(name).numel()));
+    const std::vector<float> b = read_all(base, name);
+    std::copy(b.begin(), b.end(), w.begin());
+    const std::string layer = name.substr(0, name.size() - std::string(".weight").size());
+    const std::string a_name = "base_model.model." + layer + ".lora_A.weight";
+    if (name.size() > 7 && adapters.contains(a_name)) {
+      const std::vector<float> A = read_all(adapters, a_name);
+      const std::vector<float> B =
+          read_all(adapters, "base_model.model." + layer + ".lora_B.weight");
+      const int64_t in = base.info(name).shape[0], out = base.info(name).shape[1];
+      ASSERT_EQ(adapters.info(a_name).shape, (std::vector<int64_t>{4, in})) << a_name;
+      for (int64_t i = 0; i < in; ++i)
+        for (int64_t o = 0; o < out; ++o) {
+          double d = 0;
+          for (int64_t k = 0; k < 4; ++k) d += static_cast<double>(B[o * 4 + k]) * A[k * in + i];
+          w[static_cast<size_t>(i * out + o)] += s * d;
+        }
+      ++adapted;
+    }
+    const std::vector<float> m = read_all(want, name);
+    double scale = 0, diff = 0;
+    for (size_t i = 0; i < m.size(); ++i) {
+      scale = std::max(scale, std::abs(static_cast<double>(m[i])));
+      diff = std::max(diff, std::abs(w[i] - m[i]));
+    }
+    EXPECT_LE(diff, 1e-6 * scale + 1e-7) << name;
+  }
+  EXPECT_EQ(adapted, 8);
+  // A merged export into the same folder removes the adapters (PEFT would add them twice).
+  ASSERT_EQ(brigade("export --ckpt " + dir_ + "/for-peft --out " + peft).exit_code, 0);
+  EXPECT_FALSE(std::ifstream(peft + "/adapter_config.json").good());
+  // A run without adapters has none to export.
+  const auto none =
+      brigade("export --ckpt " + dir_ + "/source --out " + dir_ + "/plain-peft --lora peft");
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_THAT(none.output, HasSubstr("no LoRA adapters"));
+}
+
 TEST_F(Lora, UnsupportedLayoutsAreRefusedBeforeAnythingStarts) {
   const std::string base =
       "train " + config_ + " --set run.out_dir=" + dir_ + " " + kLora + " --set run.name=";

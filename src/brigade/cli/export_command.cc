@@ -1,7 +1,8 @@
 // brigade export: writes a GPT checkpoint as a Hugging Face GPT2LMHeadModel folder
 // (model.safetensors + config.json), with its tokenizer as Hugging Face tokenizers reads it
 // (tokenizer.json, tokenizer_config.json) and the run's BPE merges when it has them. A run with
-// LoRA adapters exports as the plain GPT-2 they merge into (model/lora_merge.h).
+// LoRA adapters exports as the plain GPT-2 they merge into (model/lora_merge.h), or with
+// --lora peft as its base GPT-2 plus the adapters as PEFT saves them (ckpt/peft_adapter.h).
 #include <fmt/format.h>
 #include <sys/stat.h>
 
@@ -15,6 +16,7 @@
 #include "brigade/ckpt/checkpoint.h"
 #include "brigade/ckpt/hf_gpt2.h"
 #include "brigade/ckpt/manifest.h"
+#include "brigade/ckpt/peft_adapter.h"
 #include "brigade/ckpt/sharded_reader.h"
 #include "brigade/cli/commands.h"
 #include "brigade/data/bpe.h"
@@ -36,6 +38,7 @@ constexpr const char* kHfTokenizerConfigFile = "tokenizer_config.json";
 struct ExportArgs {
   std::string ckpt;
   std::string format = "hf";
+  std::string lora = "merge";
   std::string out;
 };
 
@@ -43,6 +46,11 @@ int run_export(const ExportArgs& args) {
   if (args.format != "hf") {
     throw ConfigError(fmt::format("--format = \"{}\": allowed values are \"hf\"", args.format));
   }
+  if (args.lora != "merge" && args.lora != "peft") {
+    throw ConfigError(
+        fmt::format("--lora = \"{}\": allowed values are \"merge\", \"peft\"", args.lora));
+  }
+  const bool peft = args.lora == "peft";
   const std::string dir = resolve_checkpoint_dir(args.ckpt);
   // Writing model.safetensors into the checkpoint itself would break its checksums.
   std::error_code ec;
@@ -61,22 +69,35 @@ int run_export(const ExportArgs& args) {
                     config.model.kind, dir));
   }
   const GptConfig trained = gpt_config(config.model);  // with its experts, if it has them
+  if (peft && !trained.lora()) {
+    throw ConfigError(fmt::format(
+        "--lora = \"peft\": {} has no LoRA adapters (lora.rank = 0); export it without --lora",
+        dir));
+  }
   Gpt model(trained, 1);
   load_model_weights(reader, model);
-  // LoRA adapters are merged into the weights they adapt: the folder holds a plain GPT-2.
+  // LoRA adapters are merged into the weights they adapt (the folder holds a plain GPT-2), or
+  // written beside their base model for PEFT.
   const GptConfig gpt = without_lora(trained);
   ParamLayout layout;
   std::vector<ParamGroup> groups;
   build_gpt_layout(gpt, make_gpt_shard(gpt, 1, 0), layout, groups);
   std::vector<float> params(static_cast<size_t>(layout.total()));
-  merge_lora_into_base(trained, model.layout(), model.params(), layout, params.data());
+  merge_lora_into_base(peft ? gpt : trained, model.layout(), model.params(), layout, params.data());
 
   StMetadata metadata = {{"brigade_checkpoint", dir},
                          {"brigade_step", std::to_string(reader.step())}};
-  if (trained.lora())
+  if (trained.lora() && !peft)
     metadata["brigade_lora_merged"] =
         fmt::format("rank {}, alpha {}", trained.lora_rank, trained.lora_alpha);
   save_hf_gpt2(args.out, gpt, layout, params.data(), metadata);
+  if (peft) {
+    save_peft_adapter(args.out, trained, model.layout(), model.params(), metadata);
+  } else {
+    // PEFT would apply a stale adapter from an earlier export onto these merged weights again.
+    for (const char* f : {kPeftConfigFile, kPeftWeightsFile}) remove_all(args.out + "/" + f);
+    fsync_dir(args.out);
+  }
   // The merges go along so `brigade import` (and a person) can tokenize as the model was
   // trained. A byte-level model has none: drop a stale copy from an earlier export.
   const std::string merges_out = args.out + "/" + kMergesFile;
@@ -99,10 +120,13 @@ int run_export(const ExportArgs& args) {
       "lm_head.weight omitted: it is tied to transformer.wte.weight%s), %s%s%s%s\n",
       static_cast<long long>(reader.step()), dir.c_str(), args.out.c_str(), kHfWeightsFile,
       layout.specs().size(), static_cast<long long>(layout.total()),
-      trained.lora()
-          ? fmt::format("; LoRA adapters of rank {} merged into their layers", trained.lora_rank)
-                .c_str()
-          : "",
+      !trained.lora() ? ""
+      : peft          ? fmt::format("; the base weights, and LoRA adapters of rank {} in {} and {} "
+                                             "(PEFT: PeftModel.from_pretrained loads them)",
+                                    trained.lora_rank, kPeftWeightsFile, kPeftConfigFile)
+                   .c_str()
+             : fmt::format("; LoRA adapters of rank {} merged into their layers", trained.lora_rank)
+                   .c_str(),
       kHfConfigFile,
       gpt.moe() ? " (model_type brigade_gpt2_moe: transformers has no GPT-2 with experts; "
                   "brigade import reads it)"
@@ -125,6 +149,9 @@ Command add_export(CLI::App& app) {
   sub->add_option("--ckpt", args->ckpt, "checkpoint folder, or a run folder (newest checkpoint)")
       ->required();
   sub->add_option("--format", args->format, "output format: hf (Hugging Face transformers)");
+  sub->add_option("--lora", args->lora,
+                  "a LoRA run's adapters: merge (into the weights, default) or peft (the base "
+                  "model plus adapter_model.safetensors and adapter_config.json)");
   sub->add_option("--out", args->out, "output folder (created; files in it are replaced)")
       ->required();
   return [args]() { return run_export(*args); };
