@@ -135,15 +135,18 @@ TEST_F(GenerateCommand, RefusesAPipelineLayoutThatDoesNotFit) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("parallel.pp, parallel.tp, parallel.layer_split"), std::string::npos)
       << r.output;
-  // Under the launcher every worker refuses (exit 2) and the launcher names it.
+  // Under the launcher: refused (exit 2) before any worker starts.
   const std::string launch2 = bin + " launch --nproc 2 --";
   r = run_command(launch2 + gen + " --set parallel.pp=2 --set parallel.layer_split=[2,0]");
-  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("parallel.layer_split = [2, 0]"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("exit code 2"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[rank 0]"), std::string::npos) << r.output;
   r = run_command(launch2 + gen + " --set parallel.pp=2 --no-kv-cache");
-  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--no-kv-cache"), std::string::npos) << r.output;
+  r = run_command(launch2 + " generate --ckpt " + dir_ + "/missing --prompt x");
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_EQ(r.output.find("[rank 0]"), std::string::npos) << r.output;
 }
 
 TEST_F(GenerateCommand, AStopStringEndsTheCompletionBeforeIt) {

@@ -36,9 +36,15 @@ CLI::Option* add_set_option(CLI::App* sub, std::vector<std::string>& overrides);
 // The options of `brigade eval` (also parsed by the launcher's check of an eval job).
 void add_eval_options(CLI::App* sub, EvalJob& job);
 
+// The launcher's check of a `generate` job (its arguments after "generate", in CLI11's reversed
+// order): the checkpoint, the prompts file and the layout over world_size processes; ConfigError
+// or IoError for what its workers would refuse. Unparsable arguments are left to the workers.
+void check_generate_job(const std::vector<std::string>& args_reversed, int world_size);
+
 // For `brigade launch`: when the worker command is `train <config> [--set ...]`, loads and
 // validates that config, so a bad one is refused (ConfigError) before any worker starts; an
-// `eval` job's checkpoint, config and layout likewise (train/eval_job.h check_eval_job).
+// `eval` job's checkpoint, config and layout likewise (train/eval_job.h check_eval_job), and a
+// `generate` job's (check_generate_job).
 // Other worker commands are left to the workers. world_size > 0: the job's process count, checked
 // against the [parallel] mesh (train/hybrid_layout.h). Returns what the launcher needs to know
 // of the job.

@@ -58,6 +58,19 @@ std::vector<std::string> read_prompts(const std::string& path) {
   return prompts;
 }
 
+// The layout over the job's world_size processes; ConfigError for one that cannot run.
+GenerationLayout generation_layout(const GenerateArgs& args, const GenerationCheckpoint& ckpt,
+                                   int world_size) {
+  const GenerationLayout layout =
+      resolve_generation_layout(gpt_config(ckpt.config.model), args.overrides, world_size);
+  if (args.no_kv_cache && world_size > 1) {
+    throw ConfigError(fmt::format(
+        "--no-kv-cache: the full-forward baseline runs on one process only (this job has {})",
+        world_size));
+  }
+  return layout;
+}
+
 int run_generate(GenerateArgs args) {
   GenerationCheckpoint ckpt = open_generation_checkpoint(args.ckpt);
   std::vector<std::string> prompts = args.prompts_file.empty()
@@ -66,13 +79,7 @@ int run_generate(GenerateArgs args) {
   configure_kernels(ckpt.config.train);
   // The layout over the job's processes, checked before any process joins.
   const DistEnv env = detect_dist_env();
-  const GenerationLayout layout =
-      resolve_generation_layout(gpt_config(ckpt.config.model), args.overrides, env.world_size);
-  if (args.no_kv_cache && env.world_size > 1) {
-    throw ConfigError(fmt::format(
-        "--no-kv-cache: the full-forward baseline runs on one process only (this job has {})",
-        env.world_size));
-  }
+  const GenerationLayout layout = generation_layout(args, ckpt, env.world_size);
   ProcessGroup group = join_process_group(ckpt.config.comm, env);
   detail::set_log_rank(group.rank());
   // pp = 1: the whole model, split over the world by tensor parallelism (none alone). pp > 1:
@@ -145,11 +152,7 @@ int run_generate(GenerateArgs args) {
   return 0;
 }
 
-}  // namespace
-
-Command add_generate(CLI::App& app) {
-  auto args = std::make_shared<GenerateArgs>();
-  auto* sub = app.add_subcommand("generate", "sample text from a GPT checkpoint");
+void add_generate_options(CLI::App* sub, GenerateArgs* args) {
   sub->add_option("--ckpt", args->ckpt, "checkpoint folder, or a run folder (newest checkpoint)")
       ->required();
   auto* prompt = sub->add_option("--prompt", args->prompt, "text to continue (streamed)");
@@ -183,6 +186,28 @@ Command add_generate(CLI::App& app) {
       ->default_str("")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+}  // namespace
+
+void check_generate_job(const std::vector<std::string>& args_reversed, int world_size) {
+  CLI::App app("worker");
+  GenerateArgs args;
+  add_generate_options(&app, &args);
+  try {
+    app.parse(std::vector<std::string>(args_reversed));
+  } catch (const CLI::ParseError&) {
+    return;  // the worker reports its own command-line errors
+  }
+  const GenerationCheckpoint ckpt = open_generation_checkpoint(args.ckpt);
+  if (!args.prompts_file.empty()) read_prompts(args.prompts_file);
+  generation_layout(args, ckpt, world_size);
+}
+
+Command add_generate(CLI::App& app) {
+  auto args = std::make_shared<GenerateArgs>();
+  add_generate_options(app.add_subcommand("generate", "sample text from a GPT checkpoint"),
+                       args.get());
   return [args]() { return run_generate(*args); };
 }
 

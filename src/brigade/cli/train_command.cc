@@ -53,6 +53,10 @@ WorkerConfigFacts validate_worker_config(const std::vector<std::string>& worker_
     check_eval_job(job, world_size > 0 ? world_size : 1);
     return {};
   }
+  if (worker_args[0] == "generate") {
+    check_generate_job(rest, world_size > 0 ? world_size : 1);
+    return {};
+  }
   if (worker_args[0] != "train") return {};
   CLI::App app("worker");
   ConfigArgs args;
