@@ -16,7 +16,9 @@
 // score block of a tile is a (rows x keys) product that gemm() computes (and likewise the
 // P V, dP, dQ, dK and dV products); the softmax bookkeeping stays per row. Tiles align with
 // key blocks, so only the diagonal block of a tile needs the causal mask. The score blocks
-// live on the stack (64 KiB each); nothing is allocated. exp is the four-wide fast_exp of vec.h.
+// live on the stack (64 KiB each); nothing is allocated. The per-row softmax bookkeeping (max,
+// rescaling, exp, mask, sums) is elementwise_kernels.inc's, on the ISA of kernel_isa.h; exp is
+// vec.h's fast exp there.
 // 128-wide blocks measured 12-15% faster than 64 (fewer, larger tile products: call overhead and,
 // under bf16, operand rounding weigh less) and 256 slower (half of a diagonal block is masked)
 // at T = 256 (bench/RESULTS.md, "Mixed precision").
@@ -26,8 +28,8 @@
 #include <limits>
 
 #include "brigade/base/check.h"
+#include "brigade/kernels/cpu/elementwise_ops.h"
 #include "brigade/kernels/cpu/gemm_backend.h"
-#include "brigade/kernels/cpu/vec.h"
 
 namespace brigade {
 
@@ -44,6 +46,7 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
   BRIGADE_CHECK(3 * C <= INT32_MAX) << "C=" << C;
   const int64_t hs = C / NH, C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const detail::ElementwiseOps& ops = detail::elementwise_ops();
   float S[kBlk * kBlk];    // scores, then probabilities, of one (query tile, key block)
   float m[kBlk], l[kBlk];  // running max and sum per query row of the tile
   for (int64_t b = 0; b < B; ++b) {
@@ -65,32 +68,12 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
           // S = scale Q_tile K_block^T
           gemm(false, true, rows, keys, hs, scale, qh + q0 * C3, C3, qh + j0 * C3 + C, C3, 0.0f, S,
                kBlk);
-          for (int64_t r = 0; r < rows; ++r) {
-            float* s = S + r * kBlk;
-            const int64_t valid = diagonal ? r + 1 : keys;  // causal: key j0+c <= query q0+r
-            const float block_max = detail::max_of(s, valid);
-            const float m_new = block_max > m[r] ? block_max : m[r];
-            if (m_new != m[r]) {
-              const float alpha = std::exp(m[r] - m_new);  // 0 on the first block
-              l[r] *= alpha;
-              float* o = oh + (q0 + r) * C;
-              for (int64_t i = 0; i < hs; ++i) o[i] *= alpha;
-              m[r] = m_new;
-            }
-            detail::exp_shifted(s, s, m_new, valid);
-            for (int64_t c = valid; c < keys; ++c) s[c] = 0.0f;
-            l[r] += detail::sum(s, valid);
-          }
+          ops.attention_softmax_block(S, kBlk, rows, keys, diagonal, m, l, oh + q0 * C, C, hs);
           // out_tile += P V_block
           gemm(false, false, rows, hs, keys, 1.0f, S, kBlk, qh + j0 * C3 + 2 * C, C3, 1.0f,
                oh + q0 * C, C);
         }
-        for (int64_t r = 0; r < rows; ++r) {
-          const float inv_l = 1.0f / l[r];
-          float* o = oh + (q0 + r) * C;
-          for (int64_t i = 0; i < hs; ++i) o[i] *= inv_l;
-          lse[(b * NH + h) * T + q0 + r] = m[r] + std::log(l[r]);
-        }
+        ops.attention_finish_tile(oh + q0 * C, C, rows, hs, m, l, lse + (b * NH + h) * T + q0);
       }
     }
   }
@@ -102,6 +85,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   BRIGADE_CHECK(3 * C <= INT32_MAX) << "C=" << C;
   const int64_t hs = C / NH, C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const detail::ElementwiseOps& ops = detail::elementwise_ops();
   float P[kBlk * kBlk];   // probabilities of one (query tile, key block)
   float dS[kBlk * kBlk];  // dP, then dS = P (dP - D)
   float D[kBlk];          // dout_t . out_t per query row of the tile
@@ -116,7 +100,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       for (int64_t q0 = 0; q0 < T; q0 += kBlk) {
         const int64_t rows = T - q0 < kBlk ? T - q0 : kBlk;
         for (int64_t r = 0; r < rows; ++r) {
-          D[r] = detail::dot(doh + (q0 + r) * C, oh + (q0 + r) * C, hs);
+          D[r] = ops.dot(doh + (q0 + r) * C, oh + (q0 + r) * C, hs);
         }
         for (int64_t j0 = 0; j0 <= q0; j0 += kBlk) {
           const bool diagonal = j0 == q0;
@@ -127,14 +111,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
           const float* dout_tile = doh + q0 * C;
           gemm(false, true, rows, keys, hs, scale, q_tile, C3, k_blk, C3, 0.0f, P, kBlk);
           gemm(false, true, rows, keys, hs, 1.0f, dout_tile, C, v_blk, C3, 0.0f, dS, kBlk);
-          for (int64_t r = 0; r < rows; ++r) {
-            float* p = P + r * kBlk;
-            float* ds = dS + r * kBlk;
-            const int64_t valid = diagonal ? r + 1 : keys;
-            detail::exp_shifted(p, p, lse_bh[q0 + r], valid);
-            for (int64_t c = 0; c < valid; ++c) ds[c] = p[c] * (ds[c] - D[r]);
-            for (int64_t c = valid; c < keys; ++c) p[c] = ds[c] = 0.0f;
-          }
+          ops.attention_dsoftmax_block(P, dS, kBlk, rows, keys, diagonal, lse_bh + q0, D);
           // dV_block += P^T dout_tile;  dQ_tile += scale dS K_block;  dK_block += scale dS^T Q_tile
           gemm(true, false, keys, hs, rows, 1.0f, P, kBlk, dout_tile, C, 1.0f,
                dqh + j0 * C3 + 2 * C, C3);

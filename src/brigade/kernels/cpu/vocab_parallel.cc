@@ -1,6 +1,7 @@
 // Vocab-parallel embedding and cross-entropy (see the header for the protocol). The
-// cross-entropy passes reuse crossentropy.cc's helpers (vec.h): max, a sum of shifted exps in
-// double, and the four-wide exp, restricted to the shard's real columns.
+// cross-entropy passes reuse crossentropy.cc's row helpers (elementwise_ops.h, vec.h's on the ISA
+// of kernel_isa.h): max, a sum of shifted exps in double, and the vectorised exp, restricted to
+// the shard's real columns.
 #include "brigade/kernels/cpu/vocab_parallel.h"
 
 #include <algorithm>
@@ -9,7 +10,7 @@
 #include <cstring>
 
 #include "brigade/base/check.h"
-#include "brigade/kernels/cpu/vec.h"
+#include "brigade/kernels/cpu/elementwise_ops.h"
 
 namespace brigade {
 
@@ -68,7 +69,7 @@ void vocab_parallel_ce_max(float* row_max, const float* logits, int64_t N, int64
                            int64_t V) {
   const int64_t real = real_columns(Vl, v0, V);
   for (int64_t n = 0; n < N; ++n)
-    row_max[n] = real > 0 ? detail::max_of(logits + n * Vl, real) : -FLT_MAX;
+    row_max[n] = real > 0 ? detail::elementwise_ops().max_of(logits + n * Vl, real) : -FLT_MAX;
 }
 
 void vocab_parallel_ce_sums(float* sums, const float* logits, const float* row_max,
@@ -78,7 +79,10 @@ void vocab_parallel_ce_sums(float* sums, const float* logits, const float* row_m
     const float* row = logits + n * Vl;
     const int32_t tgt = targets[n];
     BRIGADE_CHECK(tgt < V) << "target " << tgt << " >= vocabulary " << V << " at row " << n;
-    sums[n] = real > 0 ? static_cast<float>(detail::sum_exp_shifted(row, row_max[n], real)) : 0.0f;
+    sums[n] =
+        real > 0
+            ? static_cast<float>(detail::elementwise_ops().sum_exp_shifted(row, row_max[n], real))
+            : 0.0f;
     const int64_t local = static_cast<int64_t>(tgt) - v0;
     sums[N + n] = tgt >= 0 && local >= 0 && local < real ? row[local] : 0.0f;
   }
@@ -105,8 +109,8 @@ void vocab_parallel_ce_backward(float* dlogits, const float* logits, const float
       std::fill(drow, drow + Vl, 0.0f);
       continue;
     }
-    detail::exp_shifted(drow, row, lse[n], real);  // reads each group before writing it
-    for (int64_t j = 0; j < real; ++j) drow[j] *= dloss;
+    // Reads each group before writing it.
+    detail::elementwise_ops().exp_shifted_scaled(drow, row, lse[n], dloss, real);
     std::fill(drow + real, drow + Vl, 0.0f);
     const int64_t local = static_cast<int64_t>(tgt) - v0;
     if (local >= 0 && local < real) drow[local] -= dloss;
