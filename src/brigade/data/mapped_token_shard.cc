@@ -210,4 +210,14 @@ void MappedTokenShard::copy(int64_t first, int64_t n, int32_t* out) const {
   }
 }
 
+void MappedTokenShard::release(int64_t first, int64_t n) const {
+  if (data_ == nullptr || n <= 0) return;
+  const uint64_t begin = static_cast<uint64_t>(info_.header_bytes + first * info_.dtype_bytes);
+  const uint64_t end = static_cast<uint64_t>(info_.header_bytes + (first + n) * info_.dtype_bytes);
+  // The mapping starts page- (so kReleaseBytes-relative) aligned; round out within it.
+  const uint64_t lo = begin / kReleaseBytes * kReleaseBytes;
+  const uint64_t hi = std::min(bytes_, (end + kReleaseBytes - 1) / kReleaseBytes * kReleaseBytes);
+  ::madvise(const_cast<unsigned char*>(data_) + lo, static_cast<size_t>(hi - lo), MADV_DONTNEED);
+}
+
 }  // namespace brigade

@@ -2,8 +2,8 @@
 // A token shard (data/token_shard.h, either format) mapped read-only, for token folders larger
 // than memory: the tokens stay in the file, and copy() converts the few a batch needs to int32.
 // The page cache holds what was read recently and can drop it under pressure; pages of this
-// mapping count in the process's resident set (as RssFile) only while mapped in, and the
-// opening pass unmaps each chunk after reading it.
+// mapping count in the process's resident set (as RssFile) only while mapped in, so the
+// opening pass unmaps each chunk after reading it and readers release() what they copied.
 //
 // Opening validates everything before the shard is used, in one pass over the mapped bytes (read
 // once, never held): the header against the file's size (read_token_shard_info's checks), the
@@ -60,6 +60,13 @@ class MappedTokenShard {
   // Writes tokens [first, first + n) of this shard into out as int32 (0 <= first, first + n <=
   // num_tokens()). Allocates nothing.
   void copy(int64_t first, int64_t n, int32_t* out) const;
+
+  // Unmaps the pages holding tokens [first, first + n) from this process (the page cache keeps
+  // them; a later copy maps them again), rounded out to kReleaseBytes: a fault maps a whole
+  // page-cache folio, up to 2 MiB, so without this a run's resident memory would grow towards
+  // the size of the data it has sampled.
+  void release(int64_t first, int64_t n) const;
+  static constexpr uint64_t kReleaseBytes = uint64_t{2} << 20;
 
  private:
   void unmap();

@@ -22,24 +22,29 @@ StreamedTokenDataset::StreamedTokenDataset(std::vector<MappedTokenShard> shards,
   num_examples_ = (n - 1) / seq_len;
 }
 
-void StreamedTokenDataset::copy_tokens(int64_t first, int64_t n, int32_t* out) const {
+template <typename F>
+void StreamedTokenDataset::for_each_piece(int64_t first, int64_t n, F&& f) const {
   BRIGADE_CHECK(first >= 0 && n >= 0 && first + n <= num_tokens())
       << "tokens [" << first << ", " << first + n << ") of " << num_tokens();
   // The last shard starting at or before `first` (empty shards share their successor's start).
   size_t k = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), first) -
                                  starts_.begin()) -
              1;
-  while (n > 0) {
-    const int64_t offset = first - starts_[k];
-    const int64_t take = std::min(n, starts_[k + 1] - first);
+  for (int64_t done = 0; done < n; ++k) {
+    const int64_t at = first + done;
+    const int64_t take = std::min(n - done, starts_[k + 1] - at);
     if (take > 0) {
-      shards_[k].copy(offset, take, out);
-      out += take;
-      first += take;
-      n -= take;
+      f(shards_[k], at - starts_[k], take, done);
+      done += take;
     }
-    ++k;
   }
+}
+
+void StreamedTokenDataset::copy_tokens(int64_t first, int64_t n, int32_t* out) const {
+  for_each_piece(first, n, [&](const MappedTokenShard& s, int64_t at, int64_t take, int64_t done) {
+    s.copy(at, take, out + done);
+    s.release(at, take);
+  });
 }
 
 Batch StreamedTokenDataset::make_batch(int64_t max_batch) const {
@@ -62,9 +67,15 @@ void StreamedTokenDataset::fill(Batch& batch, const int64_t* example_ids, int64_
     // Window [id*T, id*T + T + 1): inputs its first T tokens, targets its last T.
     int32_t* tokens = batch.tokens.data() + b * t;
     int32_t* targets = batch.targets.data() + b * t;
-    copy_tokens(id * t, t, tokens);
+    for_each_piece(id * t, t + 1,
+                   [&](const MappedTokenShard& s, int64_t at, int64_t take, int64_t done) {
+                     // Tokens [0, T) of the window are inputs, its last token the last target.
+                     const int64_t inputs = std::min(take, t - done);
+                     s.copy(at, inputs, tokens + done);
+                     if (inputs < take) s.copy(at + inputs, 1, targets + t - 1);
+                     s.release(at, take);
+                   });
     std::memcpy(targets, tokens + 1, sizeof(int32_t) * (t - 1));
-    copy_tokens(id * t + t, 1, targets + t - 1);
   }
   batch.size = n;
   batch.seq_len = t;

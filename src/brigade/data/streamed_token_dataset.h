@@ -24,7 +24,7 @@ class StreamedTokenDataset final : public Dataset {
   const std::vector<MappedTokenShard>& shards() const { return shards_; }
 
   // Writes tokens [first, first + n) of the concatenation into out (0 <= first, first + n <=
-  // num_tokens()). Allocates nothing.
+  // num_tokens()), then releases their pages (MappedTokenShard::release). Allocates nothing.
   void copy_tokens(int64_t first, int64_t n, int32_t* out) const;
 
   // batch.tokens and batch.targets are (max_batch, T).
@@ -32,6 +32,11 @@ class StreamedTokenDataset final : public Dataset {
   void fill(Batch& batch, const int64_t* example_ids, int64_t n) const override;
 
  private:
+  // Calls f(shard, offset in it, count, offset in the range) for each shard's piece of tokens
+  // [first, first + n), in order.
+  template <typename F>
+  void for_each_piece(int64_t first, int64_t n, F&& f) const;
+
   std::vector<MappedTokenShard> shards_;
   std::vector<int64_t> starts_;  // starts_[k]: shard k's first token; starts_.back(): the total
   int64_t seq_len_;
