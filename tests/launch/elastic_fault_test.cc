@@ -20,6 +20,7 @@
 
 #include "brigade/base/error.h"
 #include "common/checkpoint_tensors.h"
+#include "common/metrics_records.h"
 #include "common/run_command.h"
 #include "launch/launch_test_util.h"
 
@@ -186,6 +187,88 @@ TEST_F(Elastic, KilledParameterServerRestartsTheJobFromTheCheckpoint) {
   EXPECT_THAT(err, HasSubstr("resumed from"));
   EXPECT_THAT(err, HasSubstr("finished after 1 restart(s)"));
   expect_bitwise_equal_weights(run(), dir_ + "/ref/el");
+  expect_nothing_left();
+}
+
+// Parameter-server workers under ssp (docs/parameter-servers.md): 3 workers + 1 server, every
+// step slowed to 40 ms so that the fault lands mid-run. Worker 2 fails after worker 0's step 5;
+// the others wait at the staleness bound (s = 2) until it has been silent for
+// ps.worker_timeout_s, then go on without it.
+class PsWorkerFaults : public Elastic {
+ protected:
+  BackgroundBrigade start(const std::vector<std::string>& launch_options) {
+    std::vector<std::string> args = train_args(launch_options);
+    args.insert(args.end(),
+                {"--set", "sync.method=ps", "--set", "ps.servers=1", "--set", "ps.consistency=ssp",
+                 "--set", "ps.staleness=2", "--set", "ps.worker_timeout_s=1"});
+    return BackgroundBrigade(args, dir_,
+                             {"BRIGADE_FAULT_SLOW_RANK=-1", "BRIGADE_FAULT_SLOW_MS=40"});
+  }
+  // Worker 0 trained and saved every step.
+  void expect_complete_run() {
+    EXPECT_EQ(testing::metrics_records(run() + "/metrics.jsonl", "train").size(),
+              static_cast<size_t>(kSteps));
+    EXPECT_TRUE(wait_for_file(step_dir(run(), kSteps), 0));
+  }
+  // Waits (bounded) until the launcher's stderr holds `text`.
+  static bool wait_for_text(const BackgroundBrigade& launch, const std::string& text) {
+    for (int i = 0; i < 3000; ++i) {
+      if (launch.err().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+};
+
+TEST_F(PsWorkerFaults, AKilledWorkerLeavesTheBoundAndTheOthersFinish) {
+  BackgroundBrigade launch = start({"--nproc", "4"});
+  const pid_t pid = rank_at_step(2, 5);
+  ASSERT_GT(pid, 0) << launch.err();
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_EQ(launch.wait(kRunTimeout), 0) << launch.err();
+  const std::string err = launch.err();
+  EXPECT_THAT(err, HasSubstr("rank 2 was killed by SIGKILL; it leaves the job"));
+  EXPECT_THAT(err, HasSubstr("worker 2 sent nothing for"));
+  EXPECT_THAT(err, HasSubstr("workers left the bound 1 time(s), joined again 0 time(s)"));
+  expect_complete_run();
+  expect_nothing_left();
+}
+
+// With --max-restarts the launcher starts worker 2 again, alone: it joins the running job at
+// the clock the server has for it, with the latest parameters, and every worker's every clock
+// is applied exactly once (3 workers x 24 steps).
+TEST_F(PsWorkerFaults, ARestartedWorkerRejoinsAtItsClock) {
+  BackgroundBrigade launch = start({"--nproc", "4", "--max-restarts", "1"});
+  const pid_t pid = rank_at_step(2, 5);
+  ASSERT_GT(pid, 0) << launch.err();
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_EQ(launch.wait(kRunTimeout), 0) << launch.err();
+  const std::string err = launch.err();
+  EXPECT_THAT(err, HasSubstr("it starts again (restart 1 of 1)"));
+  EXPECT_THAT(err, HasSubstr("worker 2 joins again (restarted) at clock"));
+  EXPECT_THAT(read_text(run() + "/logs/rank_2.log"), HasSubstr("joined the running job at step"));
+  EXPECT_THAT(err,
+              HasSubstr("parameter server 0: " + std::to_string(3 * kSteps) + " updates applied"));
+  expect_complete_run();
+  expect_nothing_left();
+}
+
+// A stopped worker (SIGSTOP) leaves the bound like a dead one; continued (SIGCONT), it is back
+// and finishes its own steps.
+TEST_F(PsWorkerFaults, AStoppedWorkerLeavesTheBoundAndComesBack) {
+  BackgroundBrigade launch = start({"--nproc", "4"});
+  const pid_t pid = rank_at_step(2, 5);
+  ASSERT_GT(pid, 0) << launch.err();
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  const bool left = wait_for_text(launch, "worker 2 sent nothing for");
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);
+  ASSERT_TRUE(left) << launch.err();
+  ASSERT_EQ(launch.wait(kRunTimeout), 0) << launch.err();
+  const std::string err = launch.err();
+  EXPECT_THAT(err, HasSubstr("worker 2 is back at clock"));
+  EXPECT_THAT(err,
+              HasSubstr("parameter server 0: " + std::to_string(3 * kSteps) + " updates applied"));
+  expect_complete_run();
   expect_nothing_left();
 }
 

@@ -242,6 +242,46 @@ TEST(ParameterServer, RefusesWhatDoesNotFitAndChangesNothing) {
   EXPECT_NE(s.log().back().find("differs from worker 0"), std::string::npos) << s.log().back();
 }
 
+// Joining (a worker restarted into a running ssp/asp job): a join before init waits for it
+// and learns the invocation's start step; a join later learns the clocks the server has for the
+// worker, which may continue there or one ahead (it died between two servers' pushes), not
+// further; worker 0 never joins.
+TEST(ParameterServer, AJoiningWorkerContinuesAtTheClockTheServerHasForIt) {
+  Server s(PsConsistency::kAsp, 2, 0, 27);
+  const int64_t n = s.n();
+  std::vector<float> init = random_vector(2 * n, 3);
+  s.send(1, PsType::kJoin, 0);
+  EXPECT_TRUE(s.replies(1).empty()) << "a join before init must wait for it";
+  s.send(0, PsType::kInit, 0, init, 0, /*updates=*/40);
+  ASSERT_EQ(s.replies(1).size(), 1u);
+  EXPECT_EQ(s.replies(1)[0].header.type, static_cast<uint32_t>(PsType::kJoined));
+  EXPECT_EQ(s.replies(1)[0].header.clock, 0);
+  EXPECT_EQ(s.replies(1)[0].header.updates, 40);
+  s.send(1, PsType::kPull, 0, {}, 0, 0, kPsFlagRejoin);
+  const std::vector<float> g = random_vector(n, 4);
+  s.send(1, PsType::kPushApply, 0, g, 0.1f, 41, 0, 0);
+  s.send(1, PsType::kPushApply, 1, g, 0.1f, 42, 0, 1);
+  EXPECT_EQ(s.server().refused(), 0) << s.log().back();
+  EXPECT_EQ(s.server().workers_joined(), 0);
+
+  s.replies(1).clear();
+  s.send(1, PsType::kJoin, 0);  // restarted
+  ASSERT_EQ(s.replies(1).size(), 1u);
+  EXPECT_EQ(s.replies(1)[0].header.clock, 2);
+  EXPECT_EQ(s.server().workers_joined(), 1);
+  s.send(1, PsType::kPull, 4, {}, 0, 0, kPsFlagRejoin);
+  EXPECT_EQ(s.server().refused(), 1) << "two clocks ahead";
+  s.send(1, PsType::kPull, 3, {}, 0, 0, kPsFlagRejoin);
+  EXPECT_EQ(s.replies(1).back().header.type, static_cast<uint32_t>(PsType::kParams));
+  s.send(1, PsType::kPushApply, 3, g, 0.1f, 43, 0, 3);
+  EXPECT_EQ(s.server().refused(), 1) << s.log().back();
+  s.send(1, PsType::kPull, 5, {}, 0, 0);
+  EXPECT_EQ(s.server().refused(), 2) << "only a pull after a join may skip ahead";
+  s.send(0, PsType::kJoin, 0);
+  EXPECT_EQ(s.server().refused(), 3);
+  EXPECT_NE(s.log().back().find("does not join"), std::string::npos) << s.log().back();
+}
+
 TEST(PsMessage, MalformedFramesAreRefusedWithAReason) {
   PsHeader h;
   h.type = static_cast<uint32_t>(PsType::kPush);

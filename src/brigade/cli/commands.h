@@ -49,7 +49,10 @@ void check_generate_job(const std::vector<std::string>& args_reversed, int world
 // against the [parallel] mesh (train/hybrid_layout.h). Returns what the launcher needs to know
 // of the job.
 struct WorkerConfigFacts {
-  bool federated = false;  // sync.method = "fed": ranks >= 1 are clients that may drop out
+  // Ranks [droppable_from, droppable_until) may fail without stopping the others (0, 0: none;
+  // until 0: to the last): federated clients, parameter-server workers 1..N-1 under ssp/asp.
+  int droppable_from = 0;
+  int droppable_until = 0;
 };
 WorkerConfigFacts validate_worker_config(const std::vector<std::string>& worker_args,
                                          int world_size = 0);

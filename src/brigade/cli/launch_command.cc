@@ -141,9 +141,11 @@ Command add_launch(CLI::App& app) {
     // The launch options first (they name the flag), then the worker's config, all before any
     // worker starts.
     options.validate();
-    if (!options.exec_raw &&
-        validate_worker_config(options.args, options.nproc * options.nnodes).federated) {
-      options.droppable_from_rank = 1;  // federated clients (train/fed_roles.h)
+    if (!options.exec_raw) {
+      const WorkerConfigFacts facts =
+          validate_worker_config(options.args, options.nproc * options.nnodes);
+      options.droppable_from_rank = facts.droppable_from;
+      options.droppable_until_rank = facts.droppable_until;
     }
     return launch(options);
   };

@@ -8,6 +8,7 @@
 #include "brigade/train/eval_job.h"
 #include "brigade/train/hybrid_layout.h"
 #include "brigade/train/job_check.h"
+#include "brigade/train/ps_roles.h"
 #include "brigade/train/trainer.h"
 #include "brigade/train/training_data.h"
 
@@ -74,7 +75,11 @@ WorkerConfigFacts validate_worker_config(const std::vector<std::string>& worker_
   check_freeze(config);
   check_data_paths(config);
   resolve_vocab_from_data(config);
-  return {.federated = config.sync.method == "fed"};
+  if (config.sync.method == "fed") return {.droppable_from = 1};  // the clients
+  if (config.sync.method == "ps" && config.ps.consistency != "bsp" && world_size > 0) {
+    return {.droppable_from = 1, .droppable_until = ps_workers(config, world_size)};
+  }
+  return {};
 }
 
 Command add_train(CLI::App& app) {

@@ -189,6 +189,7 @@ struct PsConfig {
   std::string consistency = "bsp";  // "bsp" | "ssp" | "asp"
   int64_t staleness = 2;            // ssp: a worker at clock c waits until every clock >= c - s
   bool staleness_lr = false;        // ssp, asp: divide an update's step by its staleness (>= 1)
+  double worker_timeout_s = 10.0;   // ssp, asp: a worker silent this long leaves the bound
   std::string bind;                 // address servers bind; empty: comm.host
 };
 

@@ -270,8 +270,7 @@ void validate_fed(const FedConfig& fed, const SyncConfig& sync, const ModelConfi
 
 // LoRA keys ([lora]; docs/fine-tuning.md). As for MoE, each key is checked while adapters are
 // off too; the rules against other sections only apply with lora.rank > 0.
-void validate_lora(const ModelConfig& model, const ParallelConfig& parallel,
-                   const SyncConfig& sync) {
+void validate_lora(const ModelConfig& model, const SyncConfig& sync) {
   require(model.lora_rank >= 0 && model.lora_rank <= 65536, "lora.rank", model.lora_rank,
           "must be in [0, 65536] (0 = no adapters)");
   require_real(model.lora_alpha, "lora.alpha", 0.0, 1e6, true);
@@ -470,7 +469,7 @@ void Config::validate() const {
     for (int64_t c : model.channels) require_range(c, "model.channels[i]", 1, 1 << 16);
   }
   validate_moe(model, parallel);
-  validate_lora(model, parallel, sync);
+  validate_lora(model, sync);
   validate_data_fields(data, parallel);
   require_real(data.val_fraction, "data.val_fraction", 0.0, 0.5, true);
 
@@ -563,6 +562,14 @@ void Config::validate() const {
   require(!comm.backend.empty(), "comm.backend", "\"\"", "must name a backend (\"gloo\")");
   require_real(comm.timeout_s, "comm.timeout_s", 0.0, 86400.0, true);
   require_one_of(comm.store, "comm.store", {"auto", "file", "tcp"});
+  // A worker waiting at the staleness bound gives up after comm.timeout_s: a silent worker must
+  // leave the bound before that.
+  require_real(ps.worker_timeout_s, "ps.worker_timeout_s", 0.0, 86400.0, true);
+  require(sync.method != "ps" || ps.consistency == "bsp" || ps.worker_timeout_s < comm.timeout_s,
+          "ps.worker_timeout_s", ps.worker_timeout_s,
+          fmt::format("must stay below comm.timeout_s = {} under ps.consistency = \"{}\" (the "
+                      "others' wait at the staleness bound for a silent worker)",
+                      comm.timeout_s, ps.consistency));
   require(!comm.host.empty(), "comm.host", "\"\"", "must be an address (127.0.0.1 for one host)");
   // The replicas wait for rank 0's quorum decision through the store, bounded by comm.timeout_s.
   require(sync.quorum == 1.0 ||

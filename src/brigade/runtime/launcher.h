@@ -44,11 +44,14 @@ struct LaunchOptions {
   int min_nproc = 0;                // fewest workers a restart may use (--min-nproc); 0: nproc
   double heartbeat_timeout_s = 30;  // a worker silent this long is hung (--heartbeat-timeout);
                                     // 0: heartbeats off
-  // > 0: a worker of global rank >= this that fails (exit, signal, missed heartbeats) does not
-  // stop the others: a federated client dropping out (train/fed_roles.h). It is started again,
-  // alone, up to max_restarts times (each such worker has its own count), and then leaves the
-  // job; the group succeeds when every other worker exits 0. 0: every failure stops the group.
+  // > 0: a worker of global rank in [droppable_from_rank, droppable_until_rank) (until 0: no
+  // upper end) that fails (exit, signal, missed heartbeats) does not stop the others: a
+  // federated client dropping out (train/fed_roles.h), a parameter-server worker under ssp or
+  // asp (train/ps_roles.h). It is started again, alone, up to max_restarts times (each such
+  // worker has its own count), and then leaves the job; the group succeeds when every other
+  // worker exits 0. 0: every failure stops the group.
   int droppable_from_rank = 0;
+  int droppable_until_rank = 0;
   // The job's rendezvous token, BRIGADE_STORE_TOKEN of the launcher's environment; empty: a
   // fresh random one for every group (single node only). A secret: never printed.
   std::string store_token = store_token_from_env();

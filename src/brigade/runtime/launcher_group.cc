@@ -281,7 +281,8 @@ class Supervisor {
   }
 
   bool droppable(const Worker& w) const {
-    return o_.droppable_from_rank > 0 && w.rank >= o_.droppable_from_rank;
+    return o_.droppable_from_rank > 0 && w.rank >= o_.droppable_from_rank &&
+           (o_.droppable_until_rank == 0 || w.rank < o_.droppable_until_rank);
   }
 
   // A droppable worker failed (launcher.h): the others go on, and it is started again while its

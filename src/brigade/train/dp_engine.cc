@@ -29,12 +29,13 @@ namespace brigade {
 
 namespace {
 
-// Test hook: BRIGADE_FAULT_SLOW_RANK=r with BRIGADE_FAULT_SLOW_MS=t makes rank r sleep t ms in
-// every forward, as a rank on a slower or busier machine would (straggler detection).
+// Test hook: BRIGADE_FAULT_SLOW_RANK=r with BRIGADE_FAULT_SLOW_MS=t makes rank r (-1: every
+// rank) sleep t ms in every forward, as a rank on a slower or busier machine would (straggler
+// detection; a run slow enough to be hit mid-way).
 double injected_slow_s(int rank) {
   const char* r = std::getenv("BRIGADE_FAULT_SLOW_RANK");
   const char* ms = std::getenv("BRIGADE_FAULT_SLOW_MS");
-  if (!r || !ms || std::atoi(r) != rank) return 0;
+  if (!r || !ms || (std::atoi(r) != rank && std::atoi(r) != -1)) return 0;
   return std::atof(ms) / 1e3;
 }
 
@@ -48,8 +49,10 @@ class DpEngine final : public TrainEngine {
         dp_size_(dp),
         model_(make_model(config_.model, config_.train.micro_batch,
                           config_.train.recompute == "block")),
-        sync_(make_sync_strategy(config_, group_.world.get(), *model_, group_.world_options.store,
-                                 [this](const std::string& line) { ctx_.log.line(line); })),
+        sync_(make_sync_strategy(
+            config_, group_.world.get(), *model_, group_.world_options.store,
+            [this](const std::string& line) { ctx_.log.line(line); }, rank_,
+            static_cast<int>(dp_size_))),
         replica_(dynamic_cast<ReplicaSync*>(sync_.get())),
         ps_(dynamic_cast<PsWorker*>(sync_.get())),
         loader_(*ctx.data.train, SamplerOptions{.seed = static_cast<uint64_t>(config_.run.seed),
@@ -189,9 +192,12 @@ class DpEngine final : public TrainEngine {
   // once for the whole pass instead of layer by layer (which would need every rank's forwards).
   EvalSums evaluate() override {
     sync_->begin_full_params();
+    // Ranks that step with no collective (parameter-server workers under ssp/asp) each
+    // evaluate every batch themselves.
+    const bool alone = !group_.world;
     EvalSums sums =
         brigade::evaluate(*model_, *ctx_.data.val, eval_batch_, config_.train.micro_batch,
-                          config_.train.eval_batches, rank_, dp_size_);
+                          config_.train.eval_batches, alone ? 0 : rank_, alone ? 1 : dp_size_);
     sync_->end_full_params();
     return sum_over_ranks(sums, group_.world.get());
   }
@@ -208,6 +214,13 @@ class DpEngine final : public TrainEngine {
   }
   ParamLayout checkpoint_layout() const override { return model_->layout(); }
   void after_restore(bool resumed) override { sync_->after_restore(resumed); }
+  void set_start_step(int64_t step) override {
+    if (ps_) ps_->set_start_step(step);
+  }
+  std::optional<int64_t> joined_step() const override {
+    if (!ps_) return std::nullopt;
+    return ps_->joined_step();
+  }
   void after_initial_weights() override { sync_->after_initial_weights(); }
 
   std::vector<CommChannel> comm_channels() override {

@@ -26,7 +26,7 @@ int serve_parameters(const Config& config, ProcessGroup& group, int workers) {
   const auto [begin, end] = ps_server_range(model->num_params(), group.size() - workers, index);
   Store& store = *group.world_options.store;
   uint64_t run_tag = 0;
-  std::map<std::string, int> allow = ps_worker_keys(store, workers, &run_tag);
+  const std::map<std::string, int> allow = ps_worker_keys(store, workers, &run_tag);
   const PsServerOptions options{
       .index = index,
       .workers = workers,
@@ -38,26 +38,42 @@ int serve_parameters(const Config& config, ProcessGroup& group, int workers) {
       .run_tag = run_tag,
       // Workers may legitimately be silent for longer than one collective's wait (loading data,
       // a validation pass, a checkpoint): the server's own bound is ten of them.
-      .timeout = std::chrono::milliseconds(static_cast<int64_t>(config.comm.timeout_s * 10000))};
+      .timeout = std::chrono::milliseconds(static_cast<int64_t>(config.comm.timeout_s * 10000)),
+      .worker_timeout =
+          std::chrono::milliseconds(static_cast<int64_t>(config.ps.worker_timeout_s * 1000))};
   auto log_line = [&log](const std::string& line) { log.line(line); };
   ParameterServer server(options, model->layout(), optimizer_config(config.train), log_line);
   const CurveKeyPair keys = CurveKeyPair::generate();
   const std::string host = config.ps.bind.empty() ? config.comm.host : config.ps.bind;
   // The largest message is init: the range's parameters and optimizer state.
-  CurveServerSocket socket(keys, std::move(allow), host, server.state_values() * 4 + 4096,
+  CurveServerSocket socket(keys, allow, host, server.state_values() * 4 + 4096,
                            "a parameter server", "ps.bind", log_line);
+  for (const auto& [key, w] : allow) ps_confirm_admission(store, index, w, key);
   ps_publish_server(store, index, {.endpoint = socket.endpoint(), .public_key = keys.public_key});
   log.info("parameter server {} of {}: elements [{}, {}) of {}, {}, {} workers, at {}", index,
            group.size() - workers, begin, end, model->num_params(), config.ps.consistency, workers,
            socket.endpoint());
-  server.serve(socket);
+  // A restarted worker (ssp, asp) comes back with a new key: admit it.
+  std::vector<std::string> known(static_cast<size_t>(workers));
+  for (const auto& [key, w] : allow) known[static_cast<size_t>(w)] = key;
+  const auto refresh_keys = [&] {
+    for (int w = 1; w < workers; ++w) {
+      std::string key = ps_worker_key_if_published(store, w);
+      if (key.empty() || key == known[static_cast<size_t>(w)]) continue;
+      socket.allow(key, w);
+      ps_confirm_admission(store, index, w, key);
+      known[static_cast<size_t>(w)] = std::move(key);
+    }
+  };
+  server.serve(socket, config.ps.consistency == "bsp" ? std::function<void()>() : refresh_keys);
   const PsStalenessRecord& r = server.staleness();
   std::string counts;
   for (int64_t c : r.counts) counts += (counts.empty() ? "" : " ") + std::to_string(c);
   log.info(
       "parameter server {}: {} updates applied, staleness max {} (counts of 0..15+: {}); {} "
-      "messages refused",
-      index, r.applied, r.max, counts, server.refused());
+      "messages refused; workers left the bound {} time(s), joined again {} time(s)",
+      index, r.applied, r.max, counts, server.refused(), server.workers_left(),
+      server.workers_joined());
   return 0;
 }
 
@@ -78,7 +94,9 @@ int train_with_parameter_servers(const Config& config, ProcessGroup group) {
   const int workers = ps_workers(config, group.size());
   if (group.rank() >= workers) return serve_parameters(config, group, workers);
   // The workers' own group: the loop's collectives (loss, evaluation, checkpoints) must not
-  // wait for servers, which run no loop.
+  // wait for servers, which run no loop. Under ssp and asp the workers step independently and
+  // a worker may die and come back (docs/parameter-servers.md): they have no collective at
+  // all, so none waits for a lost one; worker 0 alone evaluates, records and saves.
   ProcessGroup worker_group;
   worker_group.env = group.env;
   worker_group.env.world_size = workers;
@@ -86,7 +104,8 @@ int train_with_parameter_servers(const Config& config, ProcessGroup group) {
   worker_group.world_options.size = workers;
   worker_group.world_options.group_name = "workers";
   worker_group.world_options.store_prefix = "workers";
-  if (workers > 1) worker_group.world = create_communicator(worker_group.world_options);
+  if (workers > 1 && config.ps.consistency == "bsp")
+    worker_group.world = create_communicator(worker_group.world_options);
   worker_group.heartbeat = std::move(group.heartbeat);
   TrainContext ctx(config, worker_group);
   std::unique_ptr<TrainEngine> engine = make_dp_engine(ctx, dp_degree(config, worker_group));

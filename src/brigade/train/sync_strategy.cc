@@ -187,13 +187,14 @@ void check_sync_record(const nlohmann::json& saved_state, const Config& config, 
 
 std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicator* dp, Model& model,
                                                std::shared_ptr<Store> store,
-                                               std::function<void(const std::string&)> log) {
+                                               std::function<void(const std::string&)> log,
+                                               int rank, int ranks) {
   if (config.sync.method == "ps") {
     BRIGADE_CHECK(store) << "parameter-server workers need the job's store";
     return std::make_unique<PsWorker>(
         model, optimizer_config(config),
-        PsWorkerOptions{.worker = dp ? dp->rank() : 0,
-                        .workers = dp ? dp->size() : 1,
+        PsWorkerOptions{.worker = dp ? dp->rank() : rank,
+                        .workers = dp ? dp->size() : ranks,
                         .servers = static_cast<int>(config.ps.servers),
                         .consistency = parse_ps_consistency(config.ps.consistency),
                         .timeout = std::chrono::milliseconds(

@@ -20,9 +20,11 @@ namespace brigade {
 // says so in the log). store: the job's rendezvous store, which DiLoCo with sync.quorum < 1
 // exchanges through (sync/lowcomm/quorum_exchange.h); log: where it reports who was left out.
 // Throws ConfigError when the method does not fit the model (or needs a store and has none).
+// rank, ranks: this process's place among the data-parallel ranks when dp is null although there
+// are several (parameter-server workers under ssp/asp, which step with no collective).
 std::unique_ptr<DpStrategy> make_sync_strategy(
     const Config& config, Communicator* dp, Model& model, std::shared_ptr<Store> store = nullptr,
-    std::function<void(const std::string&)> log = nullptr);
+    std::function<void(const std::string&)> log = nullptr, int rank = 0, int ranks = 1);
 
 // What a checkpoint records of how replicas were synced ({method, replicas}), and the check
 // that a resume can continue it: every layout that syncs by exact all-reduce (DDP, ZeRO, the

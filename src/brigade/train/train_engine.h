@@ -97,6 +97,11 @@ class TrainEngine {
   int64_t num_params() const { return checkpoint_layout().total(); }
   // Collective, once before training; resumed: the pieces were read from a checkpoint.
   virtual void after_restore(bool resumed) = 0;
+  // Before after_restore (or after_initial_weights): the step this invocation starts at.
+  virtual void set_start_step(int64_t /*step*/) {}
+  // After after_restore: the step a worker that joined a running job continues at (a
+  // parameter-server worker restarted into an ssp/asp run), when it is not the start step.
+  virtual std::optional<int64_t> joined_step() const { return std::nullopt; }
   // Collective, once before training, instead of after_restore: the parameters among the pieces
   // were read from another run (train.init_from); the rest of the state is fresh.
   virtual void after_initial_weights() { after_restore(false); }

@@ -31,8 +31,11 @@ void configure_kernels(const TrainConfig& train) {
 
 int train(const Config& config) {
   configure_kernels(config.train);
+  // Federated clients and parameter-server workers may leave and come back: no communicator
+  // over the whole job, which a restarted process could not rejoin.
   const bool federated = config.sync.method == "fed";
-  ProcessGroup group = join_process_group(config.comm, detect_dist_env(), !federated);
+  const bool ps = config.sync.method == "ps";
+  ProcessGroup group = join_process_group(config.comm, detect_dist_env(), !federated && !ps);
   detail::set_log_rank(group.rank());
   if (federated) return train_federated(config, std::move(group));
   if (config.sync.method == "ps") return train_with_parameter_servers(config, std::move(group));

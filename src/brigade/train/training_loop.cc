@@ -156,6 +156,7 @@ void TrainingLoop::restore() {
                                    check, &rejections, &legacy);
     for (const std::string& r : rejections) log_.file_only("warning: " + r);
   }
+  engine_.set_start_step(saved ? saved->step : 0);
   const std::string& init_from = config_.train.init_from;
   if (!saved && !init_from.empty()) {
     int64_t source_step = 0;
@@ -183,6 +184,18 @@ void TrainingLoop::restore() {
               watch.millis());
     log_config_changes(saved->extra);
   }
+  if (const std::optional<int64_t> joined = engine_.joined_step();
+      joined && *joined != start_step_) {
+    log_.info(
+        "joined the running job at step {} (a restarted parameter-server worker: the servers "
+        "hold the weights and its clock)",
+        *joined);
+    start_step_ = *joined;
+    updates_ = *joined;
+  }
+  // Ranks that step with no collective (parameter-server workers under ssp/asp): worker 0
+  // alone saves, as it alone declares the pieces.
+  if (!ctx_.group.world && rank_ != 0) return;
   ckpt_ = std::make_unique<TrainingCheckpointer>(
       TrainingCheckpointOptions{.root = ctx_.folder.checkpoints(),
                                 .keep_last = static_cast<int>(config_.train.keep_checkpoints),
@@ -326,6 +339,7 @@ void TrainingLoop::eval_and_record(int64_t step, bool final) {
 // waits only for the copy into host memory, and the write and commit finish in the background.
 // A failed save is reported when it is found and retried by the next checkpoint.
 void TrainingLoop::checkpoint(int64_t step, bool last) {
+  if (!ckpt_) return;  // a rank that does not save (restore())
   SavedState state{.step = step, .updates = updates_, .extra = engine_.checkpoint_extra()};
   state.extra["sampler"] = engine_.loader().sampler().state(step);
   state.extra["config"] = config_.to_toml();
@@ -383,6 +397,7 @@ void TrainingLoop::save_final_checkpoint(int64_t step, int64_t started) {
 }
 
 void TrainingLoop::finish_final_checkpoint(int64_t step) {
+  if (!ckpt_) return;
   finish_checkpoints(true);
   for (int attempt = 1; last_saved_step_ != step && attempt <= kFinalSaveRetries; ++attempt) {
     const double wait_s = kFinalSaveRetryWaitS * attempt;
@@ -552,7 +567,7 @@ int TrainingLoop::run() {
       // The invocation's last step: its save has no next interval to retry it (a failure can
       // come back at once, from save() itself, when the background write fails fast).
       checkpoint(done, done == end);
-      times.checkpoint_s = ckpt_->last_blocking_s();
+      times.checkpoint_s = ckpt_ ? ckpt_->last_blocking_s() : 0.0;
       last_saved = done;
     }
     // The step's record closes it: every part of its wall time, evaluation and the blocking

@@ -25,6 +25,8 @@ const char* ps_type_name(PsType type) {
       return "state-get";
     case PsType::kStop:
       return "stop";
+    case PsType::kJoin:
+      return "join";
     case PsType::kNorm:
       return "norm";
     case PsType::kParams:
@@ -33,6 +35,8 @@ const char* ps_type_name(PsType type) {
       return "state";
     case PsType::kAck:
       return "ack";
+    case PsType::kJoined:
+      return "joined";
   }
   return "unknown";
 }
@@ -40,8 +44,8 @@ const char* ps_type_name(PsType type) {
 namespace {
 
 bool known_type(uint32_t t) {
-  return (t >= static_cast<uint32_t>(PsType::kInit) && t <= static_cast<uint32_t>(PsType::kStop)) ||
-         (t >= static_cast<uint32_t>(PsType::kNorm) && t <= static_cast<uint32_t>(PsType::kAck));
+  return (t >= static_cast<uint32_t>(PsType::kInit) && t <= static_cast<uint32_t>(PsType::kJoin)) ||
+         (t >= static_cast<uint32_t>(PsType::kNorm) && t <= static_cast<uint32_t>(PsType::kJoined));
 }
 
 }  // namespace

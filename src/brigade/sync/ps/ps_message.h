@@ -31,17 +31,24 @@ enum class PsType : uint32_t {
   kPull = 5,       // parameters for clock `clock`, once the consistency model allows
   kStateGet = 6,   // worker 0: parameters and optimizer state, for a checkpoint
   kStop = 7,       // this worker is done
+  kJoin = 8,       // workers 1..N-1 at start (a restarted one: rejoining): the server answers
+                   // kJoined once initialised
   // server -> worker
   kNorm = 16,    // bsp: the squared norm of the range's mean gradient (header.value)
   kParams = 17,  // the range's parameters; header.clock = clocks every worker has completed
   kState = 18,   // parameters then optimizer state buffers
   kAck = 19,     // kInit was applied
+  kJoined = 20,  // clock = the clocks this worker has completed, updates = the step the job's
+                 // invocation started at (worker 0's kInit)
 };
 const char* ps_type_name(PsType type);
 
 inline constexpr uint32_t kPsMagic = 0x31535042;  // "BPS1"
 inline constexpr uint32_t kPsVersion = 1;
 inline constexpr uint32_t kPsFlagSkip = 1;  // kApply, kPushApply: the worker skips this update
+// kPull after kJoin: the worker resumes at `clock`, which may be ahead of this server's count
+// for it (it died between its pushes to two servers): the server moves its count there.
+inline constexpr uint32_t kPsFlagRejoin = 2;
 
 struct PsHeader {
   uint32_t magic = kPsMagic;

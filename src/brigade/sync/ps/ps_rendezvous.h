@@ -25,12 +25,18 @@ struct PsServerAddress {
 std::pair<int64_t, int64_t> ps_server_range(int64_t total, int servers, int k);
 
 // Worker side: publishes this worker's public key (worker 0 also the run tag), then waits for
-// every server's address. Returns the addresses and sets *run_tag.
+// every server's address and for every server to admit the key (ps_confirm_admission).
+// Returns the addresses and sets *run_tag.
 std::vector<PsServerAddress> ps_worker_rendezvous(Store& store, int worker, int servers,
                                                   const CurveKeyPair& keys, uint64_t* run_tag);
 
 // Server side: waits for the workers' keys (key -> worker index) and the run tag.
 std::map<std::string, int> ps_worker_keys(Store& store, int workers, uint64_t* run_tag);
+// Worker w's key as the store holds it now (a restarted worker publishes a new one), or "" when
+// none is published. CommError for a malformed one.
+std::string ps_worker_key_if_published(Store& store, int w);
+// Server k admits worker w's key (its ZAP handler accepts it from now on).
+void ps_confirm_admission(Store& store, int k, int w, const std::string& public_key);
 // Publishes server k's address once it listens.
 void ps_publish_server(Store& store, int k, const PsServerAddress& address);
 

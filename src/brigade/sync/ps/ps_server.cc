@@ -37,7 +37,12 @@ ParameterServer::ParameterServer(const PsServerOptions& options, const ParamLayo
       pushed_open_(static_cast<size_t>(options.workers), 0),
       applied_open_(static_cast<size_t>(options.workers), 0),
       stopped_(static_cast<size_t>(options.workers), 0),
-      pending_pull_(static_cast<size_t>(options.workers), -1) {
+      pending_pull_(static_cast<size_t>(options.workers), -1),
+      left_(static_cast<size_t>(options.workers), 0),
+      pending_join_(static_cast<size_t>(options.workers), 0),
+      joined_(static_cast<size_t>(options.workers), 0),
+      last_heard_(static_cast<size_t>(options.workers), std::chrono::steady_clock::now()) {
+  joined_[0] = 1;  // worker 0 starts the servers (kInit) and never joins
   if (options_.consistency == PsConsistency::kBsp) {
     mean_.resize(static_cast<size_t>(n_));
     pushed_.assign(static_cast<size_t>(options.workers),
@@ -50,7 +55,11 @@ int64_t ParameterServer::state_values() const {
 }
 
 bool ParameterServer::done() const {
-  return all_set(stopped_);
+  if (!stopped_[0]) return false;
+  for (size_t w = 1; w < stopped_.size(); ++w) {
+    if (!stopped_[w] && !left_[w]) return false;
+  }
+  return true;
 }
 
 void ParameterServer::refuse(int worker, const std::string& why) {
@@ -71,7 +80,7 @@ int64_t ParameterServer::completed_clock() const {
   int64_t lowest = -1, highest = 0;
   for (size_t w = 0; w < clock_.size(); ++w) {
     highest = std::max(highest, clock_[w]);
-    if (!stopped_[w]) lowest = lowest < 0 ? clock_[w] : std::min(lowest, clock_[w]);
+    if (!stopped_[w] && !left_[w]) lowest = lowest < 0 ? clock_[w] : std::min(lowest, clock_[w]);
   }
   return lowest < 0 ? highest : lowest;
 }
@@ -93,6 +102,37 @@ void ParameterServer::send_params(int worker, const Reply& reply) {
   PsHeader h = reply_header(PsType::kParams, worker);
   h.count = n_;
   reply(worker, encode_ps_message(h, params_.data(), &staleness_));
+  last_heard_[static_cast<size_t>(worker)] = std::chrono::steady_clock::now();  // owes a push now
+}
+
+void ParameterServer::send_joined(int worker, const Reply& reply) {
+  PsHeader h = reply_header(PsType::kJoined, worker);
+  h.clock = clock_[static_cast<size_t>(worker)];
+  h.updates = base_step_;
+  reply(worker, encode_ps_message(h, nullptr));
+  last_heard_[static_cast<size_t>(worker)] = std::chrono::steady_clock::now();
+}
+
+void ParameterServer::leave_silent(std::chrono::steady_clock::time_point now, const Reply& reply) {
+  if (options_.consistency == PsConsistency::kBsp || options_.worker_timeout.count() <= 0) return;
+  if (!initialized_) return;  // the workers are still starting
+  bool changed = false;
+  for (size_t w = 0; w < left_.size(); ++w) {
+    // A worker waiting for a reply (a pull held by the bound, a join before init) owes nothing.
+    if (stopped_[w] || left_[w] || !joined_[w] || pending_pull_[w] >= 0 || pending_join_[w])
+      continue;
+    if (now - last_heard_[w] < options_.worker_timeout) continue;
+    left_[w] = 1;
+    ++left_events_;
+    changed = true;
+    if (log_) {
+      log_(fmt::format(
+          "worker {} sent nothing for {:.1f} s (ps.worker_timeout_s): it leaves the staleness "
+          "bound at clock {}; the other workers go on",
+          w, std::chrono::duration<double>(now - last_heard_[w]).count(), clock_[w]));
+    }
+  }
+  if (changed) answer_ready_pulls(reply);
 }
 
 void ParameterServer::answer_ready_pulls(const Reply& reply) {
@@ -120,8 +160,13 @@ void ParameterServer::handle(int authenticated_worker, zmq::multipart_t&& frames
                   fmt::format("claims to be worker {} but authenticated as worker {}", h.worker,
                               authenticated_worker));
   }
+  const auto type = static_cast<PsType>(h.type);
   if (stopped_[h.worker]) return refuse(authenticated_worker, "the worker has stopped");
-  switch (static_cast<PsType>(h.type)) {
+  if (left_[h.worker] && type != PsType::kJoin) {
+    left_[h.worker] = 0;  // a stopped process continued: in the bound again
+    if (log_) log_(fmt::format("worker {} is back at clock {}", h.worker, clock_[h.worker]));
+  }
+  switch (type) {
     case PsType::kInit:
       return on_init(*m, reply);
     case PsType::kPush:
@@ -136,6 +181,8 @@ void ParameterServer::handle(int authenticated_worker, zmq::multipart_t&& frames
       return on_state_get(*m, reply);
     case PsType::kStop:
       return on_stop(*m, reply);
+    case PsType::kJoin:
+      return on_join(*m, reply);
     default:
       return refuse(authenticated_worker, fmt::format("a {} message, which only servers send",
                                                       ps_type_name(static_cast<PsType>(h.type))));
@@ -156,7 +203,14 @@ void ParameterServer::on_init(const PsMessage& m, const Reply& reply) {
                 static_cast<size_t>(n_) * sizeof(float));
   }
   initialized_ = true;
+  base_step_ = m.header.updates;
+  last_heard_[0] = std::chrono::steady_clock::now();
   reply(w, encode_ps_message(reply_header(PsType::kAck, w), nullptr));
+  for (size_t k = 0; k < pending_join_.size(); ++k) {
+    if (!pending_join_[k]) continue;
+    pending_join_[k] = 0;
+    send_joined(static_cast<int>(k), reply);
+  }
   answer_ready_pulls(reply);
 }
 
@@ -265,10 +319,15 @@ void ParameterServer::on_push_apply(const PsMessage& m, const Reply& reply) {
 void ParameterServer::on_pull(const PsMessage& m, const Reply& reply) {
   const PsHeader& h = m.header;
   const int w = static_cast<int>(h.worker);
-  if (h.clock != clock_[h.worker]) {
+  // After kJoin the worker resumes at the highest count any server has for it, at most one
+  // ahead of this one's (it died between its pushes to two servers).
+  const bool rejoin = (h.flags & kPsFlagRejoin) != 0 && joined_[h.worker];
+  if (rejoin ? (h.clock < clock_[h.worker] || h.clock > clock_[h.worker] + 1)
+             : h.clock != clock_[h.worker]) {
     return refuse(
         w, fmt::format("a pull for clock {} (the worker is at {})", h.clock, clock_[h.worker]));
   }
+  clock_[h.worker] = h.clock;
   pending_pull_[h.worker] = h.clock;
   answer_ready_pulls(reply);
 }
@@ -286,21 +345,65 @@ void ParameterServer::on_state_get(const PsMessage& m, const Reply& reply) {
   reply(w, encode_ps_message(h, all.data()));
 }
 
+void ParameterServer::on_join(const PsMessage& m, const Reply& reply) {
+  const int w = static_cast<int>(m.header.worker);
+  if (w == 0) return refuse(w, "worker 0 starts the servers with init; it does not join");
+  if (joined_[static_cast<size_t>(w)]) {
+    ++rejoins_;
+    if (log_) {
+      log_(fmt::format("worker {} joins again (restarted) at clock {}", w,
+                       clock_[static_cast<size_t>(w)]));
+    }
+  }
+  joined_[static_cast<size_t>(w)] = 1;
+  left_[static_cast<size_t>(w)] = 0;
+  pending_pull_[static_cast<size_t>(w)] = -1;  // its predecessor's, which nobody will read
+  if (!initialized_) {
+    pending_join_[static_cast<size_t>(w)] = 1;
+    return;
+  }
+  send_joined(w, reply);
+}
+
 void ParameterServer::on_stop(const PsMessage& m, const Reply& reply) {
   stopped_[m.header.worker] = 1;
   pending_pull_[m.header.worker] = -1;
   answer_ready_pulls(reply);  // under ssp the others no longer wait for it
 }
 
-void ParameterServer::serve(CurveServerSocket& socket) {
+void ParameterServer::serve(CurveServerSocket& socket, const std::function<void()>& refresh_keys) {
+  using Clock = std::chrono::steady_clock;
   std::vector<zmq::message_t> identity(static_cast<size_t>(options_.workers));
   std::vector<char> known(static_cast<size_t>(options_.workers), 0);
   const Reply reply = [&](int worker, zmq::multipart_t&& frames) {
     if (!known[static_cast<size_t>(worker)]) return;  // never heard from: nothing to answer
     socket.send(identity[static_cast<size_t>(worker)], std::move(frames));
   };
+  // Without failure handling one wait covers it all; with it the server wakes to notice a
+  // silent worker and to admit a restarted one's key.
+  const bool watch =
+      options_.consistency != PsConsistency::kBsp && options_.worker_timeout.count() > 0;
+  const std::chrono::milliseconds tick =
+      watch ? std::clamp(options_.worker_timeout / 4, std::chrono::milliseconds(50),
+                         std::chrono::milliseconds(1000))
+            : options_.timeout;
+  Clock::time_point last_message = Clock::now(), last_refresh{};
+  for (auto& t : last_heard_) t = last_message;
   while (!done()) {
-    std::optional<CurveServerSocket::Received> r = socket.receive(options_.timeout);
+    Clock::time_point now = Clock::now();
+    if (refresh_keys && now - last_refresh >= tick) {
+      refresh_keys();
+      last_refresh = now;
+    }
+    const auto quiet_left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        options_.timeout - (now - last_message));
+    std::optional<CurveServerSocket::Received> r =
+        socket.receive(std::clamp(quiet_left, std::chrono::milliseconds(0), tick));
+    now = Clock::now();
+    if (!r && now - last_message < options_.timeout) {
+      leave_silent(now, reply);
+      continue;
+    }
     if (!r) {
       std::string silent;
       for (size_t w = 0; w < stopped_.size(); ++w) {
@@ -318,7 +421,9 @@ void ParameterServer::serve(CurveServerSocket& socket) {
     const size_t w = static_cast<size_t>(r->peer);
     identity[w].copy(r->identity);  // a reconnected worker has a new routing id
     known[w] = 1;
+    last_message = last_heard_[w] = now;
     handle(r->peer, std::move(r->frames), reply);
+    leave_silent(now, reply);
   }
 }
 

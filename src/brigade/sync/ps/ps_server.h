@@ -23,6 +23,14 @@
 // A message that does not fit the server's state (a worker it does not know, a clock out of
 // order, a payload of the wrong size, a step before init) is refused with a logged reason and
 // changes nothing.
+//
+// Workers that fail (ssp, asp). A worker the server has heard nothing from for worker_timeout
+// while it owes a message (it is not waiting for a reply) leaves the staleness bound: the
+// completed clock is the lowest of the other workers', so they go on. Any message of its own
+// brings it back (a stopped process continued). A restarted worker joins again (kJoin): the
+// server answers with the clocks it has completed and the step the invocation started at, and
+// the worker continues from there with the parameters it pulls (sync/ps/ps_worker.h). The
+// server ends when worker 0 and every worker still in the bound have stopped.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -53,6 +61,8 @@ struct PsServerOptions {
   // A server that hears from no worker for this long gives up (CommError): every wait is
   // bounded. comm.timeout_s.
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
+  // ssp, asp: a silent worker leaves the bound after this long (ps.worker_timeout_s); 0: never.
+  std::chrono::milliseconds worker_timeout{0};
 };
 
 class ParameterServer {
@@ -60,13 +70,15 @@ class ParameterServer {
   ParameterServer(const PsServerOptions& options, const ParamLayout& layout,
                   const OptimizerConfig& optimizer, std::function<void(const std::string&)> log);
 
-  // Serves until every worker has sent kStop. Throws CommError when no message arrives for
-  // options.timeout.
-  void serve(CurveServerSocket& socket);
+  // Serves until done(). Throws CommError when no message arrives for options.timeout.
+  // refresh_keys, when given, is called now and then to admit the keys of restarted workers.
+  void serve(CurveServerSocket& socket, const std::function<void()>& refresh_keys = {});
 
   // What the server has applied (for its log and tests).
   const PsStalenessRecord& staleness() const { return staleness_; }
   int64_t refused() const { return refused_; }
+  int64_t workers_left() const { return left_events_; }  // times a worker left the bound
+  int64_t workers_joined() const { return rejoins_; }    // kJoin after the start
   int64_t state_values() const;  // parameters + optimizer state of the range
 
   // One message (exposed for tests that drive a server without sockets). Replies go to
@@ -84,6 +96,10 @@ class ParameterServer {
   void on_pull(const PsMessage& m, const Reply& reply);
   void on_state_get(const PsMessage& m, const Reply& reply);
   void on_stop(const PsMessage& m, const Reply& reply);
+  void on_join(const PsMessage& m, const Reply& reply);
+  void send_joined(int worker, const Reply& reply);
+  // Workers silent for options.worker_timeout leave the bound (see the top of this file).
+  void leave_silent(std::chrono::steady_clock::time_point now, const Reply& reply);
   // Clocks every live worker has completed.
   int64_t completed_clock() const;
   bool pull_ready(int64_t clock) const;
@@ -104,7 +120,15 @@ class ParameterServer {
   std::vector<char> applied_open_;          // bsp: sent kApply for the open clock
   std::vector<char> stopped_;
   std::vector<int64_t> pending_pull_;  // per worker: the clock it waits for, or -1
-  PsHeader apply_;                     // bsp: the open clock's kApply (the first one)
+  std::vector<char> left_;             // ssp/asp: silent too long, out of the bound
+  std::vector<char> pending_join_;     // kJoin before init: answered by on_init
+  std::vector<char> joined_;           // has sent kJoin (or is worker 0): the next one is a rejoin
+  // Per worker: when it last sent a message or was last answered (from then it owes one).
+  std::vector<std::chrono::steady_clock::time_point> last_heard_;
+  int64_t base_step_ = 0;  // the step the invocation started at (kInit's updates)
+  int64_t left_events_ = 0;
+  int64_t rejoins_ = 0;
+  PsHeader apply_;  // bsp: the open clock's kApply (the first one)
   bool initialized_ = false;
   PsStalenessRecord staleness_;
   int64_t refused_ = 0;

@@ -225,12 +225,38 @@ void PsWorker::after_restore(bool /*resumed*/) {
       for (const StateView& s : state) init.insert(init.end(), s.data + begin, s.data + end);
       PsHeader h = header(PsType::kInit);
       h.count = static_cast<int64_t>(init.size());
+      h.updates = start_step_;
       send(k, h, init.data());
     }
     for (int k = 0; k < options_.servers; ++k) receive(k, PsType::kAck);
+    for (int k = 0; k < options_.servers; ++k) send(k, header(PsType::kPull), nullptr);
+    pull_params();
+    joined_step_ = start_step_;
+    return;
   }
-  for (int k = 0; k < options_.servers; ++k) send(k, header(PsType::kPull), nullptr);
+  // Join: continue at the highest clock a server has for this worker (they differ by one when
+  // a predecessor died between its pushes to two servers).
+  for (int k = 0; k < options_.servers; ++k) send(k, header(PsType::kJoin), nullptr);
+  int64_t clock = 0, base = 0;
+  for (int k = 0; k < options_.servers; ++k) {
+    const PsMessage m = receive(k, PsType::kJoined);
+    if (k > 0 && m.header.updates != base) {
+      throw CommError(CommError::Kind::kOther,
+                      fmt::format("worker {}: parameter servers 0 and {} started at different "
+                                  "steps ({} and {})",
+                                  options_.worker, k, base, m.header.updates));
+    }
+    clock = std::max(clock, m.header.clock);
+    base = m.header.updates;
+  }
+  clock_ = clock;
+  for (int k = 0; k < options_.servers; ++k) {
+    PsHeader h = header(PsType::kPull);
+    h.flags = kPsFlagRejoin;
+    send(k, h, nullptr);
+  }
   pull_params();
+  joined_step_ = base + clock;
 }
 
 }  // namespace brigade

@@ -20,6 +20,12 @@
 // initial or restored parameters and state; every worker then pulls clock 0. Under bsp a save
 // sees exactly the state after the saved step (no clock applies until worker 0 pushes again);
 // under ssp/asp it is the servers' state of that moment.
+//
+// Joining. Workers 1..N-1 start by joining (kJoin): the servers answer, once worker 0 has
+// initialised them, with the clocks this worker has completed and the step the invocation
+// started at. On a first start that is clock 0; a worker restarted into a running ssp/asp job
+// (brigade launch --max-restarts) continues at that clock with the latest parameters, and
+// joined_step() says which step of the run that is.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -67,6 +73,10 @@ class PsWorker : public DpStrategy {
   void prepare_checkpoint();
   std::vector<StatePiece> checkpoint_pieces() override;
   void after_restore(bool resumed) override;
+  // Before after_restore: the step this invocation starts at (worker 0 tells the servers).
+  void set_start_step(int64_t step) { start_step_ = step; }
+  // Workers 1..N-1 after after_restore: the run's step at this worker's clock.
+  int64_t joined_step() const { return joined_step_; }
 
   // Whether workers step without waiting for each other (ssp, asp).
   bool independent_steps() const { return options_.consistency != PsConsistency::kBsp; }
@@ -94,6 +104,8 @@ class PsWorker : public DpStrategy {
   CommStats stats_;
   int64_t clock_ = 0;       // this invocation's steps taken (applied or skipped)
   int64_t read_clock_ = 0;  // ssp/asp: the clock the current parameters were read at
+  int64_t start_step_ = 0;
+  int64_t joined_step_ = 0;
   double sum_squares_ = 0;
   float scale_ = 1.0f;
   PsStalenessRecord staleness_;
