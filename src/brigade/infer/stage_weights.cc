@@ -10,33 +10,6 @@
 
 namespace brigade {
 
-namespace {
-
-// Block l's offsets in a layout that holds its tensors under their GPT-2 names.
-GptBlockParams dense_block_params(const ParamLayout& layout, int l) {
-  const std::string h = "h." + std::to_string(l) + ".";
-  const auto at = [&](const char* name) { return layout.at(h + name).offset; };
-  GptBlockParams b{};
-  b.ln1_w = at("ln_1.weight");
-  b.ln1_b = at("ln_1.bias");
-  b.attn_w = at("attn.c_attn.weight");
-  b.attn_b = at("attn.c_attn.bias");
-  b.attn_proj_w = at("attn.c_proj.weight");
-  b.attn_proj_b = at("attn.c_proj.bias");
-  b.ln2_w = at("ln_2.weight");
-  b.ln2_b = at("ln_2.bias");
-  b.fc_w = at("mlp.c_fc.weight");
-  b.fc_b = at("mlp.c_fc.bias");
-  b.fc_proj_w = at("mlp.c_proj.weight");
-  b.fc_proj_b = at("mlp.c_proj.bias");
-  b.begin = b.ln1_w;
-  const ParamSpec& last = layout.at(h + "mlp.c_proj.bias");
-  b.end = last.offset + last.numel;
-  return b;
-}
-
-}  // namespace
-
 StageWeights::StageWeights(const GptConfig& config, int first_layer, int end_layer,
                            const TpContext& tp)
     : config_(config), tp_(tp), first_layer_(first_layer), end_layer_(end_layer) {
@@ -69,7 +42,7 @@ StageWeights::StageWeights(const GptConfig& config, int first_layer, int end_lay
     if (!first) take(fw.wte, fw.wpe);
   }
   for (int l = first_layer; l < end_layer; ++l) {
-    offsets_.blocks.push_back(dense_block_params(layout_, l));
+    offsets_.blocks.push_back(block_params_by_name(layout_, config_, l));
   }
   offsets_.wte = first || last ? layout_.at("wte.weight").offset : -1;
   offsets_.wpe = first ? layout_.at("wpe.weight").offset : -1;

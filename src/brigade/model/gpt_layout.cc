@@ -152,4 +152,66 @@ GptParams build_gpt_layout(const GptConfig& c, const GptShard& s, ParamLayout& l
   return p;
 }
 
+GptBlockParams block_params_by_name(const ParamLayout& layout, const GptConfig& c, int64_t l,
+                                    int64_t e0, int64_t e1) {
+  const std::string h = "h." + std::to_string(l) + ".";
+  const auto at = [&](const std::string& name) { return layout.at(h + name).offset; };
+  const auto end_of = [&](const std::string& name) {
+    const ParamSpec& s = layout.at(h + name);
+    return s.offset + s.numel;
+  };
+  GptBlockParams b;
+  b.ln1_w = at("ln_1.weight");
+  b.begin = b.ln1_w;
+  b.ln1_b = at("ln_1.bias");
+  b.attn_w = at("attn.c_attn.weight");
+  b.attn_b = at("attn.c_attn.bias");
+  b.attn_proj_w = at("attn.c_proj.weight");
+  b.attn_proj_b = at("attn.c_proj.bias");
+  b.ln2_w = at("ln_2.weight");
+  b.ln2_b = at("ln_2.bias");
+  const auto adapter = [&](const std::string& layer, unsigned bit) {
+    LoraParams a;
+    if (c.lora() && (c.lora_targets & bit)) {
+      a.a = at(layer + ".lora_A.weight");
+      a.b = at(layer + ".lora_B.weight");
+      a.row_parallel = lora_row_parallel(bit);
+    }
+    return a;
+  };
+  b.lora_attn = adapter("attn.c_attn", kLoraAttn);
+  b.lora_attn_proj = adapter("attn.c_proj", kLoraAttnProj);
+  if (!c.moe_block(l)) {
+    b.fc_w = at("mlp.c_fc.weight");
+    b.fc_b = at("mlp.c_fc.bias");
+    b.fc_proj_w = at("mlp.c_proj.weight");
+    b.fc_proj_b = at("mlp.c_proj.bias");
+    b.lora_fc = adapter("mlp.c_fc", kLoraFc);
+    b.lora_fc_proj = adapter("mlp.c_proj", kLoraFcProj);
+    b.end = b.lora_fc_proj.on()
+                ? end_of("mlp.c_proj.lora_B.weight")
+                : (b.lora_fc.on() ? end_of("mlp.c_fc.lora_B.weight") : end_of("mlp.c_proj.bias"));
+    return b;
+  }
+  b.is_moe = true;
+  b.fc_w = b.fc_b = b.fc_proj_w = b.fc_proj_b = -1;
+  MoeParams& m = b.moe;
+  m.router_w = at("mlp.router.weight");
+  m.begin = m.router_w;
+  m.expert_begin = e0;
+  m.expert_end = e1;
+  m.experts_begin = end_of("mlp.router.weight");
+  m.end = m.experts_begin;
+  for (int64_t e = e0; e < e1; ++e) {
+    const std::string x = "mlp.experts." + std::to_string(e) + ".";
+    m.experts.push_back({.fc_w = at(x + "c_fc.weight"),
+                         .fc_b = at(x + "c_fc.bias"),
+                         .proj_w = at(x + "c_proj.weight"),
+                         .proj_b = at(x + "c_proj.bias")});
+    m.end = end_of(x + "c_proj.bias");
+  }
+  b.end = m.end;
+  return b;
+}
+
 }  // namespace brigade

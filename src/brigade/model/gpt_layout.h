@@ -70,4 +70,11 @@ struct GptParams {
 GptParams build_gpt_layout(const GptConfig& config, const GptShard& shard, ParamLayout& layout,
                            std::vector<ParamGroup>& groups);
 
+// Block l's offsets in a layout that holds its tensors under their GPT-2 names (a pipeline
+// stage's, a generation stage's), adapters included; a MoE block with experts [e0, e1) only (so
+// offsets differ from the whole model's when experts are left out). Throws std::out_of_range
+// for a tensor the layout lacks.
+GptBlockParams block_params_by_name(const ParamLayout& layout, const GptConfig& config, int64_t l,
+                                    int64_t e0 = 0, int64_t e1 = 0);
+
 }  // namespace brigade
