@@ -31,6 +31,7 @@ struct DataPlan {
   std::string tokenizer_path;           // the run folder's merges: reloaded, or trained and saved
   const std::string* merges = nullptr;  // given merges instead (a checkpoint's)
   std::string merges_origin;            // where they came from, for errors
+  bool save_trained = true;             // this process writes trained merges to tokenizer_path
   bool whole = false;                   // every document is validation (train is the same set)
 };
 
@@ -296,7 +297,7 @@ void make_text_tokenizer(const Config& config, const DataPlan& plan, const std::
         data.tokenizer = std::make_unique<BpeTokenizer>(BpeTokenizer::load(data.tokenizer_file));
       } else {
         auto bpe = BpeTokenizer::train(train_text, static_cast<int32_t>(config.model.vocab));
-        bpe.save(data.tokenizer_file);
+        if (plan.save_trained) bpe.save(data.tokenizer_file);
         data.tokenizer = std::make_unique<BpeTokenizer>(std::move(bpe));
       }
     }
@@ -441,12 +442,13 @@ TrainingData load_text_data(const Config& config, const DataPlan& plan) {
 
 }  // namespace
 
-TrainingData load_training_data(const Config& config, const RunFolder& folder) {
+TrainingData load_training_data(const Config& config, const RunFolder& folder, int rank) {
   if (config.data.source == "fashion_mnist") return load_images(config);
   if (config.data.source == "shards") return load_shards(config);
   return load_text_data(config, DataPlan{.tokenizer_path = folder.tokenizer_path(),
                                          .merges = nullptr,
                                          .merges_origin = "",
+                                         .save_trained = rank == 0,
                                          .whole = false});
 }
 

@@ -36,8 +36,10 @@ struct TrainingData {
 
 // Loads the corpus (or image set), splits it, trains the BPE tokenizer on the train split
 // (or reloads the one already in the run folder, so a resumed run tokenizes identically)
-// and builds the datasets. Throws IoError / ConfigError naming the path or key.
-TrainingData load_training_data(const Config& config, const RunFolder& folder);
+// and builds the datasets. Every rank trains the same merges from the same text, and rank 0
+// alone saves them (ranks writing one file would race on its temporary). Throws IoError /
+// ConfigError naming the path or key.
+TrainingData load_training_data(const Config& config, const RunFolder& folder, int rank = 0);
 
 // The data of `brigade eval`: config's data tokenized with a checkpoint's tokenizer (merges:
 // its BPE merges, or none for bytes; origin names the checkpoint in errors), which is never

@@ -639,7 +639,7 @@ TrainContext::TrainContext(const Config& c, ProcessGroup& g)
       rank(g.rank()),
       folder(create_run_folder(c, rank)),
       log(rank, folder.rank_log_path(rank), rank == 0),
-      data(load_training_data(c, folder)) {}
+      data(load_training_data(c, folder, rank)) {}
 
 TrainContext::TrainContext(const Config& c, ProcessGroup& g, RunFolder f, TrainingData d)
     : config(c),
