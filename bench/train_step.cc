@@ -11,7 +11,9 @@
 // its largest products. The machine is shared and noisy, so everything is interleaved round by
 // round (for each backend: one training step, then one GEMM set; each backend trains its own
 // copy of the model from the same initialisation on the same batches) and the headline figures
-// are medians of per-round ratios.
+// are medians of per-round ratios. An arm may also name the ISA of the element-wise kernels
+// ("onednn@default", "openblas@avx512": kernels/cpu/kernel_isa.h), so the x86-64-v2 path and the
+// dispatched one run side by side in one process.
 //
 // Achieved FLOP/s counts Model::flops_per_example (6 N T + 12 L C T^2 per sequence, PaLM's
 // formula: N = parameters except wpe; attention without a causal discount) over the wall
@@ -31,6 +33,7 @@
 #include "brigade/base/error.h"
 #include "brigade/kernels/cpu/gemm_backend.h"
 #include "brigade/kernels/cpu/gemm_onednn.h"
+#include "brigade/kernels/cpu/kernel_isa.h"
 #include "brigade/model/gpt.h"
 #include "brigade/monitor/op_profiler.h"
 #include "brigade/monitor/timer.h"
@@ -159,12 +162,14 @@ double median(std::vector<double> v) {
 // One backend's side of the comparison: its own model, optimizer, data stream, profiler and
 // GEMM set, and its timings.
 struct Arm {
-  std::string name;  // "onednn", "onednn:bf16"
+  std::string name;  // "onednn", "onednn:bf16", "onednn:bf16@default"
   GemmBackend backend;
   GemmPrecision precision = GemmPrecision::kF32;
+  KernelIsa isa = elementwise_isa();
   void select() const {
     set_gemm_backend(backend);
     set_gemm_precision(precision);
+    set_elementwise_isa(isa);
   }
   std::unique_ptr<Gpt> model;
   std::unique_ptr<Optimizer> optimizer;
@@ -225,14 +230,22 @@ int run(const Options& opt) {
   std::vector<Arm> arms(opt.backends.size());
   for (size_t a = 0; a < arms.size(); ++a) {
     Arm& arm = arms[a];
-    // "backend" or "backend:precision".
+    // "backend[:precision][@isa]".
     arm.name = opt.backends[a];
-    const size_t colon = arm.name.find(':');
-    if (!parse_gemm_backend(arm.name.substr(0, colon), &arm.backend) ||
+    const size_t at = arm.name.find('@');
+    const std::string gemm = arm.name.substr(0, at);
+    const size_t colon = gemm.find(':');
+    if (!parse_gemm_backend(gemm.substr(0, colon), &arm.backend) ||
         (colon != std::string::npos &&
-         !parse_gemm_precision(arm.name.substr(colon + 1), &arm.precision))) {
+         !parse_gemm_precision(gemm.substr(colon + 1), &arm.precision)) ||
+        (at != std::string::npos && !parse_kernel_isa(arm.name.substr(at + 1), &arm.isa))) {
       throw ConfigError("--backends: unknown arm \"" + arm.name +
-                        "\" (onednn, openblas, each optionally :f32 or :bf16)");
+                        "\" (onednn, openblas, each optionally :f32 or :bf16, then optionally "
+                        "@default, @avx2 or @avx512)");
+    }
+    if (!kernel_isa_supported(arm.isa)) {
+      throw ConfigError("--backends: arm \"" + arm.name + "\": this CPU lacks " +
+                        kernel_isa_name(arm.isa));
     }
     arm.model = std::make_unique<Gpt>(mc, B);
     arm.model->initialize(static_cast<uint64_t>(config.run.seed));
@@ -284,7 +297,7 @@ int run(const Options& opt) {
              opt.threads, loadavg());
   for (const Arm& arm : arms) {
     arm.select();
-    fmt::print("backend       {}\n", gemm_backend_description());
+    fmt::print("backend       {}, {}\n", gemm_backend_description(), elementwise_isa_description());
   }
   fmt::print("flops/step    {:.2f} GFLOP (flops_per_example x B = (6 N T + 12 L C T^2) x B)\n",
              step_flops * 1e-9);
@@ -404,7 +417,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--backends", opt.backends,
                  "arms compared side by side (first vs rest): backend[:precision], e.g. "
-                 "onednn,onednn:bf16,openblas")
+                 "onednn,onednn:bf16,openblas, each optionally @default, @avx2 or @avx512 (the "
+                 "element-wise kernels' ISA)")
       ->delimiter(',');
   app.add_flag("--random-tokens", opt.random_tokens,
                "uniform random tokens instead of the config's corpus");

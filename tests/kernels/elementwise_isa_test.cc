@@ -246,6 +246,86 @@ TEST_F(ElementwiseIsa, OptimizerUpdates) {
   }
 }
 
+// LayerNorm as written before it was compiled per ISA (scalar loops, eight partial sums): every
+// ISA's kernel must still compute exactly this.
+void layernorm_scalar(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                      const float* bias, int64_t N, int64_t C, float* dinp, float* dweight,
+                      float* dbias, const float* dout) {
+  constexpr int L = 8;
+  for (int64_t n = 0; n < N; ++n) {
+    const float* x = inp + n * C;
+    const float m = detail::sum(x, C) / static_cast<float>(C);
+    float acc[L] = {};
+    int64_t c = 0;
+    for (; c + L <= C; c += L) {
+      for (int l = 0; l < L; ++l) acc[l] += (x[c + l] - m) * (x[c + l] - m);
+    }
+    float var = 0.0f;
+    for (; c < C; ++c) var += (x[c] - m) * (x[c] - m);
+    for (int l = 0; l < L; ++l) var += acc[l];
+    var /= static_cast<float>(C);
+    const float s = 1.0f / std::sqrt(var + 1e-5f);
+    for (c = 0; c < C; ++c) out[n * C + c] = (x[c] - m) * s * weight[c] + bias[c];
+    mean[n] = m;
+    rstd[n] = s;
+    const float* d = dout + n * C;
+    float acc_g[L] = {}, acc_gx[L] = {};
+    for (c = 0; c + L <= C; c += L) {
+      for (int l = 0; l < L; ++l) {
+        const float xhat = (x[c + l] - m) * s, g = weight[c + l] * d[c + l];
+        acc_g[l] += g;
+        acc_gx[l] += g * xhat;
+      }
+    }
+    float sum_g = 0.0f, sum_gx = 0.0f;
+    for (; c < C; ++c) {
+      const float xhat = (x[c] - m) * s, g = weight[c] * d[c];
+      sum_g += g;
+      sum_gx += g * xhat;
+    }
+    for (int l = 0; l < L; ++l) {
+      sum_g += acc_g[l];
+      sum_gx += acc_gx[l];
+    }
+    const float mean_g = sum_g / static_cast<float>(C), mean_gx = sum_gx / static_cast<float>(C);
+    for (c = 0; c < C; ++c) {
+      const float xhat = (x[c] - m) * s, g = weight[c] * d[c];
+      dbias[c] += d[c];
+      dweight[c] += xhat * d[c];
+      dinp[n * C + c] += s * (g - mean_g - xhat * mean_gx);
+    }
+  }
+}
+
+TEST_F(ElementwiseIsa, LayerNormEqualsTheScalarLoops) {
+  IsaGuard guard;
+  set_gemm_backend(GemmBackend::kOpenBlas);
+  for (KernelIsa isa : {KernelIsa::kDefault, KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+    if (!kernel_isa_supported(isa)) continue;
+    set_elementwise_isa(isa);
+    for (int64_t C : {1, 7, 8, 17, 64, 256, 769}) {
+      const int64_t N = 3;
+      const auto x = inputs(N * C, 70 + C, -3.0f, 3.0f), w = test::random_vector(C, 71 + C);
+      const auto bias = test::random_vector(C, 72 + C), dout = test::random_vector(N * C, 73 + C);
+      std::vector<float> out(N * C), mean(N), rstd(N), dx(N * C, 0.1f), dw(C, 0.5f), db(C, -0.25f);
+      std::vector<float> out_r = out, mean_r = mean, rstd_r = rstd, dx_r = dx, dw_r = dw, db_r = db;
+      layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), N,
+                        C);
+      layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(),
+                         mean.data(), rstd.data(), N, C);
+      layernorm_scalar(out_r.data(), mean_r.data(), rstd_r.data(), x.data(), w.data(), bias.data(),
+                       N, C, dx_r.data(), dw_r.data(), db_r.data(), dout.data());
+      const std::string at = std::string(kernel_isa_name(isa)) + " C=" + std::to_string(C);
+      EXPECT_EQ(out, out_r) << at;
+      EXPECT_EQ(mean, mean_r) << at;
+      EXPECT_EQ(rstd, rstd_r) << at;
+      EXPECT_EQ(dx, dx_r) << at;
+      EXPECT_EQ(dw, dw_r) << at;
+      EXPECT_EQ(db, db_r) << at;
+    }
+  }
+}
+
 // The table's row helpers against vec.h's (compiled here, for the baseline), for every ISA.
 TEST_F(ElementwiseIsa, RowHelpersEqualVecH) {
   std::vector<const detail::ElementwiseOps*> tables = {&detail::elementwise_ops_default()};
