@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "brigade/base/file_io.h"
+#include "brigade/kernels/cpu/kernel_isa.h"
 #include "common/bf16_support.h"
 #include "common/checkpoint_tensors.h"
 #include "common/run_command.h"
@@ -178,8 +179,12 @@ TEST_F(TrainCli, GemmBackendComesFromTheConfigAndIsLogged) {
     EXPECT_THAT(log, HasSubstr("kernels: GEMMs on " + backend + " ("));
     EXPECT_THAT(log, HasSubstr(backend == "onednn" ? "oneDNN 2." : "OpenBLAS"));
     EXPECT_THAT(log, HasSubstr(", 1 thread)"));
+    // The element-wise kernels' ISA, on the same line.
+    const std::string isa = kernel_isa_name(elementwise_isa());
+    EXPECT_THAT(log, HasSubstr("; element-wise " + isa));
     auto manifest = nlohmann::json::parse(read_file(root + "/manifest.json"));
     EXPECT_EQ(manifest["kernels"].get<std::string>().rfind(backend + " (", 0), 0u);
+    EXPECT_EQ(manifest["elementwise_isa"], isa);
     EXPECT_THAT(read_file(root + "/config.toml"), HasSubstr("kernels = \"" + backend + "\""));
     std::ifstream metrics(root + "/metrics.jsonl");
     std::string line, last;

@@ -16,6 +16,7 @@
 #include "brigade/base/file_io.h"
 #include "brigade/ckpt/json_exchange.h"
 #include "brigade/kernels/cpu/gemm_backend.h"
+#include "brigade/kernels/cpu/kernel_isa.h"
 #include "brigade/monitor/energy.h"
 #include "brigade/monitor/metrics.h"
 #include "brigade/monitor/progress.h"
@@ -226,7 +227,7 @@ void TrainingLoop::start_or_resume() {
   engine_.log_layout();
   log_.info("{}", ctx_.data.summary);
   engine_.log_model();
-  log_.info("kernels: GEMMs on {}", gemm_backend_description());
+  log_.info("kernels: GEMMs on {}; {}", gemm_backend_description(), elementwise_isa_description());
   engine_.initialize(static_cast<uint64_t>(config_.run.seed));
   restore();
   // Run again after its last step, a finished run has nothing to do: say so, and leave its
@@ -272,6 +273,7 @@ void TrainingLoop::start_or_resume() {
     provenance_["world_size"] = ctx_.group.size();
     provenance_["launcher"] = ctx_.group.env.source;
     provenance_["kernels"] = gemm_backend_description();
+    provenance_["elementwise_isa"] = kernel_isa_name(elementwise_isa());
     engine_.add_provenance(provenance_);
     write_run_manifest(ctx_.folder, provenance_);
     // config.toml and manifest.json describe the latest invocation; each segment keeps its own.
