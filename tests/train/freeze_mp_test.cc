@@ -18,6 +18,7 @@
 #include "brigade/runtime/config.h"
 #include "brigade/train/model_factory.h"
 #include "common/checkpoint_tensors.h"
+#include "common/fine_tune_suite.h"
 #include "common/metrics_records.h"
 #include "common/run_command.h"
 #include "common/same_training.h"
@@ -34,50 +35,18 @@ using testing::run_command;
 using testing::WholeTensor;
 
 // wte and every tensor of block 0: 8,192 + 12,704 of the tiny GPT's 34,688 parameters.
-const char* kFreeze = "--set 'train.freeze=[\"wte\", \"h.0.*\"]'";
+constexpr const char* kFreeze = "--set 'train.freeze=[\"wte\", \"h.0.*\"]'";
 bool frozen_name(const std::string& name) {
   return name == "wte.weight" || name.rfind("h.0.", 0) == 0;
 }
 
-class Freeze : public ::testing::Test {
+struct FreezeMethod {
+  static constexpr const char* kName = "freeze";
+  static constexpr const char* kArgs = kFreeze;
+};
+
+class Freeze : public testing::FineTuneSuite<FreezeMethod> {
  protected:
-  // The source every test fine-tunes: 6 steps of the tiny GPT from its initialisation.
-  static void SetUpTestSuite() {
-    dir_ = make_temp_dir("freeze");
-    config_ = dir_ + "/run.toml";
-    std::ofstream(config_) << testing::tiny_gpt_config({{"train.steps", "6"},
-                                                        {"train.warmup", "1"},
-                                                        {"train.micro_batch", "8"},
-                                                        {"parallel.bucket_mb", "0.01"}});
-    train("source", "");
-    source_ = read_checkpoint(dir_ + "/source/checkpoints/step_00000006", CkptPart::kModel);
-  }
-
-  static testing::CommandResult brigade(const std::string& args, int nproc = 1) {
-    return testing::run_brigade(args, nproc, 120);
-  }
-  static std::string train(const std::string& name, const std::string& extra, int nproc = 1) {
-    const auto r = brigade(
-        "train " + config_ + " --set run.out_dir=" + dir_ + " --set run.name=" + name + " " + extra,
-        nproc);
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    return r.output;
-  }
-  // 4 steps from the source with wte and h.0 frozen; extra picks the layout.
-  static std::string fine_tune(const std::string& name, const std::string& extra, int nproc = 1) {
-    return train(
-        name,
-        "--set train.init_from=" + dir_ + "/source --set train.steps=4 " + kFreeze + " " + extra,
-        nproc);
-  }
-  static std::string final_ckpt(const std::string& name) {
-    return dir_ + "/" + name + "/checkpoints/step_00000004";
-  }
-  // Each step's `key` ("loss", "grad_norm").
-  static std::vector<double> per_step(const std::string& name, const char* key = "loss") {
-    return testing::train_series(dir_ + "/" + name + "/metrics.jsonl", key);
-  }
-
   // Frozen tensors bitwise the source's, every other one changed, and no optimizer state for
   // the frozen ones (their part of adamw.m and adamw.v is zero; the others' is not).
   static void expect_frozen_kept(const std::string& name) {
@@ -108,16 +77,6 @@ class Freeze : public ::testing::Test {
       }
     }
   }
-
-  // Same losses and gradient norms (1e-5 relative: a layout that left the frozen gradients in
-  // its norm would report about 7 times the trainable norm) and weights (1e-5 of the largest)
-  // as the one-process run.
-  static void expect_same_training(const std::string& a, const std::string& b) {
-    testing::expect_same_training(dir_ + "/" + a, final_ckpt(a), dir_ + "/" + b, final_ckpt(b), 4);
-  }
-
-  static inline std::string dir_, config_;
-  static inline std::map<std::string, WholeTensor> source_;
 };
 
 TEST_F(Freeze, FrozenTensorsKeepTheirStartingWeightsBitwise) {

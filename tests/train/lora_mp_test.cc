@@ -22,6 +22,7 @@
 #include "brigade/ckpt/safetensors.h"
 #include "brigade/model/lora.h"
 #include "common/checkpoint_tensors.h"
+#include "common/fine_tune_suite.h"
 #include "common/metrics_records.h"
 #include "common/run_command.h"
 #include "common/same_training.h"
@@ -39,48 +40,18 @@ using testing::WholeTensor;
 
 // Rank 4 on all four layers of the tiny GPT (C = 32, 2 blocks): per block
 // 4 * ((32 + 96) + (32 + 32) + (32 + 128) + (128 + 32)) = 2,048 adapter parameters.
-const char* kLora =
+constexpr const char* kLora =
     "--set lora.rank=4 --set lora.alpha=8 "
     "--set 'lora.targets=[\"attn.c_attn\", \"attn.c_proj\", \"mlp.c_fc\", \"mlp.c_proj\"]'";
 constexpr int64_t kAdapterParams = 2 * 2'048;
 
-class Lora : public ::testing::Test {
+struct LoraMethod {
+  static constexpr const char* kName = "lora";
+  static constexpr const char* kArgs = kLora;
+};
+
+class Lora : public testing::FineTuneSuite<LoraMethod> {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = make_temp_dir("lora");
-    config_ = dir_ + "/run.toml";
-    std::ofstream(config_) << testing::tiny_gpt_config({{"train.steps", "6"},
-                                                        {"train.warmup", "1"},
-                                                        {"train.micro_batch", "8"},
-                                                        {"parallel.bucket_mb", "0.01"}});
-    train("source", "");
-    source_ = read_checkpoint(dir_ + "/source/checkpoints/step_00000006", CkptPart::kModel);
-  }
-
-  static testing::CommandResult brigade(const std::string& args, int nproc = 1) {
-    return testing::run_brigade(args, nproc, 120);
-  }
-  static std::string train(const std::string& name, const std::string& extra, int nproc = 1) {
-    const auto r = brigade(
-        "train " + config_ + " --set run.out_dir=" + dir_ + " --set run.name=" + name + " " + extra,
-        nproc);
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    return r.output;
-  }
-  // 4 steps of adapters from the source; extra picks the layout.
-  static std::string fine_tune(const std::string& name, const std::string& extra, int nproc = 1) {
-    return train(
-        name,
-        "--set train.init_from=" + dir_ + "/source --set train.steps=4 " + kLora + " " + extra,
-        nproc);
-  }
-  static std::string final_ckpt(const std::string& name) {
-    return dir_ + "/" + name + "/checkpoints/step_00000004";
-  }
-  static std::vector<double> per_step(const std::string& name, const char* key = "loss") {
-    return testing::train_series(dir_ + "/" + name + "/metrics.jsonl", key);
-  }
-
   // Base tensors bitwise the source's, every adapter trained (lora_B away from zero, lora_A away
   // from its initialisation), and the analytic number of adapter parameters.
   static void expect_adapters_only(const std::string& name) {
@@ -103,10 +74,6 @@ class Lora : public ::testing::Test {
     EXPECT_EQ(adapter_params, kAdapterParams);
   }
 
-  static void expect_same_training(const std::string& a, const std::string& b) {
-    testing::expect_same_training(dir_ + "/" + a, final_ckpt(a), dir_ + "/" + b, final_ckpt(b), 4);
-  }
-
   // `brigade eval` of a run's newest checkpoint on 4 validation batches: its loss.
   static double eval_loss(const std::string& run) {
     const std::string out = dir_ + "/" + run + "-eval.json";
@@ -116,9 +83,6 @@ class Lora : public ::testing::Test {
     EXPECT_TRUE(in.good()) << r.output;
     return in.good() ? nlohmann::json::parse(in).at("loss").get<double>() : -1.0;
   }
-
-  static inline std::string dir_, config_;
-  static inline std::map<std::string, WholeTensor> source_;
 };
 
 TEST_F(Lora, OnlyTheAdaptersTrainAndTheFirstLossIsTheBaseModels) {

@@ -19,20 +19,28 @@ TokenDataset::TokenDataset(std::vector<int32_t> tokens, int64_t seq_len)
   num_examples_ = (n - 1) / seq_len;
 }
 
-Batch TokenDataset::make_batch(int64_t max_batch) const {
+Batch make_sequence_batch(int64_t max_batch, int64_t seq_len) {
   BRIGADE_CHECK(max_batch > 0) << max_batch;
   Batch b;
-  b.tokens.assign(static_cast<size_t>(max_batch * seq_len_), 0);
-  b.targets.assign(static_cast<size_t>(max_batch * seq_len_), 0);
-  b.seq_len = seq_len_;
+  b.tokens.assign(static_cast<size_t>(max_batch * seq_len), 0);
+  b.targets.assign(static_cast<size_t>(max_batch * seq_len), 0);
+  b.seq_len = seq_len;
   return b;
+}
+
+void check_sequence_batch(const Batch& batch, int64_t n, int64_t seq_len) {
+  BRIGADE_CHECK(n >= 0 && static_cast<int64_t>(batch.tokens.size()) >= n * seq_len &&
+                static_cast<int64_t>(batch.targets.size()) >= n * seq_len)
+      << "batch made for fewer than " << n << " examples of length " << seq_len;
+}
+
+Batch TokenDataset::make_batch(int64_t max_batch) const {
+  return make_sequence_batch(max_batch, seq_len_);
 }
 
 void TokenDataset::fill(Batch& batch, const int64_t* example_ids, int64_t n) const {
   const int64_t t = seq_len_;
-  BRIGADE_CHECK(n >= 0 && static_cast<int64_t>(batch.tokens.size()) >= n * t &&
-                static_cast<int64_t>(batch.targets.size()) >= n * t)
-      << "batch made for fewer than " << n << " examples of length " << t;
+  check_sequence_batch(batch, n, t);
   for (int64_t b = 0; b < n; ++b) {
     const int64_t id = example_ids[b];
     BRIGADE_CHECK(id >= 0 && id < num_examples_) << "example " << id << " of " << num_examples_;

@@ -39,6 +39,11 @@ class Dataset {
   virtual int64_t valid_targets(int64_t /*id*/) const { return 1; }
 };
 
+// The batch of a sequence dataset (tokens and targets, seq_len of each per example) for up to
+// max_batch examples; and the check of fill() that `batch` was made for n such examples.
+Batch make_sequence_batch(int64_t max_batch, int64_t seq_len);
+void check_sequence_batch(const Batch& batch, int64_t n, int64_t seq_len);
+
 class TokenDataset final : public Dataset {
  public:
   // N = (tokens.size() - 1) / seq_len windows; a tail shorter than a window is unused.

@@ -48,19 +48,12 @@ void StreamedTokenDataset::copy_tokens(int64_t first, int64_t n, int32_t* out) c
 }
 
 Batch StreamedTokenDataset::make_batch(int64_t max_batch) const {
-  BRIGADE_CHECK(max_batch > 0) << max_batch;
-  Batch b;
-  b.tokens.assign(static_cast<size_t>(max_batch * seq_len_), 0);
-  b.targets.assign(static_cast<size_t>(max_batch * seq_len_), 0);
-  b.seq_len = seq_len_;
-  return b;
+  return make_sequence_batch(max_batch, seq_len_);
 }
 
 void StreamedTokenDataset::fill(Batch& batch, const int64_t* example_ids, int64_t n) const {
   const int64_t t = seq_len_;
-  BRIGADE_CHECK(n >= 0 && static_cast<int64_t>(batch.tokens.size()) >= n * t &&
-                static_cast<int64_t>(batch.targets.size()) >= n * t)
-      << "batch made for fewer than " << n << " examples of length " << t;
+  check_sequence_batch(batch, n, t);
   for (int64_t b = 0; b < n; ++b) {
     const int64_t id = example_ids[b];
     BRIGADE_CHECK(id >= 0 && id < num_examples_) << "example " << id << " of " << num_examples_;
