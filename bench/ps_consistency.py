@@ -4,13 +4,16 @@ the default job's global batch of 16 on 4 workers), with and without one worker 
 
 Every method trains STEPS steps of WORKERS workers (plus SERVERS servers for "ps"), evaluating
 every EVAL steps on EVAL_BATCHES batches; runs alternate method by method so the machine's drift
-falls on all of them. Reported per run, from worker 0's metrics.jsonl:
-  wall      seconds from the first to the last train record
-  val       the final validation loss: the loss at equal samples (every worker trained STEPS)
+falls on all of them. A method ending in "d" (ssp3d, aspd) hands the slices of the data order out
+dynamically (ps.assignment = "dynamic"): fast workers train more of them. Reported per run, from
+worker 0's metrics.jsonl:
+  wall      seconds from the first train record to the final evaluation
+  val       the final validation loss: the loss at equal samples (STEPS global batches)
   target    seconds until the first evaluation at or below TARGET (the BSP run's final loss
             without straggler times 1.02, unless given), "-" if never
   upd/s     updates the servers applied per second (bsp: clocks; ssp/asp: pushes)
-  B/step    bytes worker 0 moved to and from the servers per step
+  B/step    bytes worker 0 moved to and from the servers per step (per slice it trained)
+  slices    dynamic: the slices each worker trained (worker 1 is the slowed one)
 A slowed worker sleeps SLOW_MS ms per micro-step (BRIGADE_FAULT_SLOW_RANK=1), which with the
 default of 0 is set to worker 1's own step time (a 2x straggler).
 
@@ -45,6 +48,9 @@ def run(args, method, slow_ms, out):
     else:
         nproc += args.servers
         sets.append(f"ps.servers={args.servers}")
+        if method.endswith("d"):
+            sets.append('ps.assignment="dynamic"')
+            method = method[:-1]
         if method == "bsp" or method == "asp":
             sets.append(f'ps.consistency="{method}"')
         else:
@@ -61,7 +67,14 @@ def run(args, method, slow_ms, out):
     train = records(metrics, "train")
     evals = records(metrics, "eval")
     summary = records(metrics, "summary")[-1]
-    return train, evals, summary
+    slices = []
+    for w in range(args.workers):
+        log = out + ("/ps/train.log" if w == 0 else f"/ps/logs/rank_{w}.log")
+        with open(log) as f:
+            found = [l.split("ps_slices_trained")[1].split()[0] for l in f if "ps_slices_trained" in l]
+        if found:
+            slices.append(int(found[-1]))
+    return train, evals, summary, slices
 
 
 def seconds(r):
@@ -89,8 +102,8 @@ def main():
     for straggler in (False, True):
         for m in methods:
             out = f"{tmp}/{m}-{'slow' if straggler else 'even'}"
-            train, evals, summary = run(args, m, slow_ms if straggler else 0, out)
-            wall = seconds(train[-1]) - seconds(train[0])
+            train, evals, summary, slices = run(args, m, slow_ms if straggler else 0, out)
+            wall = seconds(evals[-1]) - seconds(train[0])
             if not straggler and slow_ms == 0 and m in ("bsp", "ddp"):
                 # A 2x straggler: sleep as long as one micro-step of this run computes.
                 slow_ms = 1000 * wall / (len(train) - 1)
@@ -101,20 +114,21 @@ def main():
                            summary.get("comm_recv_by", {}).get(k, 0) for k in ("ps/push", "ps/pull"))
             rows.append([m, "1 of %d slowed %.0f ms" % (args.workers, slow_ms) if straggler else "none",
                          wall, evals[-1]["val_loss"], evals, seconds(train[0]),
-                         applied / wall if applied else 0, ps_bytes / args.steps if applied else 0])
+                         applied / wall if applied else 0, ps_bytes / len(train) if applied else 0,
+                         " / ".join(map(str, slices)) or "-"])
             r = rows[-1]
             print(f"{r[0]:6} straggler {r[1]:24} wall {r[2]:7.1f} s  val {r[3]:.4f}  "
-                  f"upd/s {r[6]:7.1f}  B/step {r[7]:,.0f}", flush=True)
+                  f"upd/s {r[6]:7.1f}  B/step {r[7]:,.0f}  slices {r[8]}", flush=True)
     for r in rows:
         r[4] = next((f"{seconds(e) - r[5]:.1f}" for e in r[4] if e["val_loss"] <= target), "-")
     print(f"\ntarget validation loss {target:.4f} (bsp without straggler x 1.02); "
           f"{args.workers} workers, {args.servers} server(s), {args.steps} steps")
     print("| method | straggler | wall s | final val loss | s to target | server updates/s | "
-          "bytes per step (worker 0) |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+          "bytes per step (worker 0) | slices per worker |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
     for r in rows:
         print(f"| {r[0]} | {r[1]} | {r[2]:.1f} | {r[3]:.4f} | {r[4]} | "
-              f"{r[6]:.1f} | {r[7]:,.0f} |")
+              f"{r[6]:.1f} | {r[7]:,.0f} | {r[8]} |")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,8 @@ std::vector<float> random_vector(int64_t n, uint64_t key) {
 // replies it sent, decoded, per worker.
 class Server {
  public:
-  Server(PsConsistency consistency, int workers, int64_t begin, int64_t end, int64_t staleness = 0)
+  Server(PsConsistency consistency, int workers, int64_t begin, int64_t end, int64_t staleness = 0,
+         bool dynamic = false)
       : begin_(begin),
         end_(end),
         server_(PsServerOptions{.index = 0,
@@ -45,13 +46,14 @@ class Server {
                                 .end = end,
                                 .consistency = consistency,
                                 .staleness = staleness,
-                                .run_tag = kTag},
+                                .run_tag = kTag,
+                                .dynamic = dynamic},
                 layout(), OptimizerConfig{.name = "sgd", .weight_decay = 0.1f, .momentum = 0.9f},
                 [this](const std::string& line) { log_.push_back(line); }) {}
 
   void send(int worker, PsType type, int64_t clock, const std::vector<float>& payload = {},
             float lr = 0, int64_t updates = 0, uint32_t flags = 0, int64_t read_clock = 0,
-            float scale = 1) {
+            float scale = 1, int64_t next_clock = 0) {
     PsHeader h;
     h.type = static_cast<uint32_t>(type);
     h.worker = static_cast<uint32_t>(worker);
@@ -63,6 +65,7 @@ class Server {
     h.updates = updates;
     h.flags = flags;
     h.count = static_cast<int64_t>(payload.size());
+    h.next_clock = next_clock;
     server_.handle(worker, encode_ps_message(h, payload.data()), reply());
   }
   void send_frames(int worker, zmq::multipart_t&& frames) {
@@ -280,6 +283,68 @@ TEST(ParameterServer, AJoiningWorkerContinuesAtTheClockTheServerHasForIt) {
   s.send(0, PsType::kJoin, 0);
   EXPECT_EQ(s.server().refused(), 3);
   EXPECT_NE(s.log().back().find("does not join"), std::string::npos) << s.log().back();
+}
+
+// Dynamic assignment (ps.assignment = "dynamic"): clocks are the global steps of the slices
+// workers take, starting at the invocation's step; a pull declares one, a push carries the
+// next, which may repeat or jump but not go back; the bound is "every slice still in training
+// is of step c - s or later"; a worker's last push takes it out of the bound, and worker 0's
+// drain is answered once every other worker is out.
+TEST(ParameterServer, DynamicClocksAreGlobalStepsAndTheDrainWaitsForEveryWorker) {
+  Server s(PsConsistency::kSsp, 3, 0, 27, /*staleness=*/1, /*dynamic=*/true);
+  const std::vector<float> g(27, 1.0f);
+  const auto push = [&](int w, int64_t clock, int64_t read, int64_t next, bool last = false) {
+    s.send(w, PsType::kPushApply, clock, g, 0.3f, clock + 1, last ? kPsFlagNoNext : 0, read, 1,
+           next);
+  };
+  s.send(0, PsType::kPull, 0, {}, 0, 0, kPsFlagDrain);  // out of order: before init and slices
+  s.send(0, PsType::kInit, 0, std::vector<float>(2 * 27, 0.5f), 0, /*updates=*/10);
+  s.replies(0).clear();
+  s.send(1, PsType::kPull, 9);  // before the invocation's first step
+  EXPECT_EQ(s.server().refused(), 2) << s.log().back();
+  for (int w = 0; w < 3; ++w) s.send(w, PsType::kPull, 10);
+  for (int w = 0; w < 3; ++w) ASSERT_EQ(s.replies(w).size(), 1u) << w;
+  // Worker 0 takes slices of steps 11 and then 12; 12 waits for workers 1 and 2 at step 10.
+  push(0, 10, 10, 11);
+  EXPECT_EQ(s.replies(0).size(), 2u);
+  push(0, 11, 10, 12);
+  EXPECT_EQ(s.replies(0).size(), 2u) << "a slice two steps ahead of the slowest must wait";
+  push(1, 10, 10, 9);  // the next slice before its own: refused, nothing applied
+  EXPECT_EQ(s.server().refused(), 3) << s.log().back();
+  push(1, 10, 10, 12);  // jumps: the others took the slices between
+  EXPECT_EQ(s.replies(0).size(), 2u) << "worker 2 still trains a slice of step 10";
+  push(2, 10, 10, 0, /*last=*/true);  // out of slices: out of the bound
+  ASSERT_EQ(s.replies(0).size(), 3u);
+  ASSERT_EQ(s.replies(1).size(), 2u);
+  EXPECT_EQ(s.replies(0).back().header.clock, 12);
+  EXPECT_TRUE(s.replies(2).size() == 1u) << "a last push pulls nothing";
+  // Worker 0's last slice, then its drain, which waits for worker 1's last push.
+  push(0, 12, 12, 0, true);
+  s.send(1, PsType::kPull, 0, {}, 0, 0, kPsFlagDrain);
+  EXPECT_EQ(s.server().refused(), 4) << "only worker 0 drains";
+  s.send(0, PsType::kPull, 0, {}, 0, 0, kPsFlagDrain);
+  EXPECT_EQ(s.replies(0).size(), 3u);
+  push(1, 12, 12, 0, true);
+  ASSERT_EQ(s.replies(0).size(), 4u);
+  EXPECT_EQ(s.replies(0).back().header.type, static_cast<uint32_t>(PsType::kParams));
+  // Six slices applied, one SGD step of lr / N each; worker 0's step-11 slice read at 10.
+  const PsStalenessRecord& r = s.server().staleness();
+  EXPECT_EQ(r.applied, 6);
+  EXPECT_EQ(r.max, 1);
+  std::vector<float> p(27, 0.5f), m(27, 0.5f);
+  for (int k = 0; k < 6; ++k) naive_sgd(p, m, g, 0, 0.1f);
+  const std::vector<float> state = s.state();
+  for (size_t i = 0; i < 27; ++i) EXPECT_NEAR(state[i], p[i], 1e-6f);
+  EXPECT_EQ(s.server().refused(), 4);
+
+  // A server of static assignment refuses what only dynamic assignment sends.
+  Server fixed(PsConsistency::kSsp, 2, 0, 27, 1);
+  fixed.send(0, PsType::kInit, 0, std::vector<float>(2 * 27, 0.5f));
+  fixed.send(0, PsType::kPull, 0);
+  fixed.send(0, PsType::kPushApply, 0, g, 0.1f, 1, 0, 0, 1, /*next_clock=*/1);
+  fixed.send(0, PsType::kPushApply, 0, g, 0.1f, 1, kPsFlagNoNext, 0);
+  fixed.send(0, PsType::kPull, 0, {}, 0, 0, kPsFlagDrain);
+  EXPECT_EQ(fixed.server().refused(), 3);
 }
 
 TEST(PsMessage, MalformedFramesAreRefusedWithAReason) {

@@ -10,6 +10,9 @@
 //   the metrics) and some at the bound; ASP trains the tiny GPT down.
 //   Stop and resume under BSP equals the uninterrupted run bitwise, and a PS checkpoint
 //   resumes as DDP.
+//   Dynamic assignment: one worker, handed every slice in order, trains as static assignment
+//   does, bitwise, also stopped and resumed; with a slowed worker the others take more slices,
+//   every slice is applied once, and no update is staler than the bound.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -198,6 +201,68 @@ TEST_F(ParameterServers, StopAndResumeEqualsUninterruptedAndResumesAsDdp) {
   expect_close(std::vector<double>(ddp.loss.begin() + 4, ddp.loss.end()),
                std::vector<double>(whole.loss.begin() + 4, whole.loss.end()), 1e-5,
                "DDP continuing a PS checkpoint");
+}
+
+TEST_F(ParameterServers, DynamicAssignmentOfOneWorkerEqualsStatic) {
+  const std::string ssp = " --set sync.method=ps --set ps.consistency=ssp --set ps.staleness=1";
+  const RunResult fixed = run("static1", 2, ssp);
+  const RunResult dynamic = run("dynamic1", 2, ssp + " --set ps.assignment=dynamic");
+  ASSERT_EQ(dynamic.loss.size(), static_cast<size_t>(kSteps));
+  EXPECT_EQ(dynamic.loss, fixed.loss);
+  EXPECT_EQ(dynamic.norm, fixed.norm);
+  EXPECT_EQ(dynamic.val_loss, fixed.val_loss);
+  expect_same_checkpoint(step_dir(dynamic, kSteps), step_dir(fixed, kSteps), 0.0);
+  // Stopped after 4 steps (worker 0 drains, saves) and resumed: the slices continue there.
+  run("dynamic1-split", 2, ssp + " --set ps.assignment=dynamic --set run.stop_after=4");
+  const RunResult resumed = run("dynamic1-split", 2, ssp + " --set ps.assignment=dynamic");
+  EXPECT_EQ(resumed.loss, fixed.loss);
+  expect_same_checkpoint(step_dir(resumed, kSteps), step_dir(fixed, kSteps), 0.0);
+}
+
+// Each worker's count of the slices it trained, from the summary table of its log.
+int64_t slices_in_log(const std::string& log) {
+  std::ifstream in(log);
+  std::string line;
+  int64_t n = -1;
+  while (std::getline(in, line)) {
+    const size_t at = line.find("ps_slices_trained");
+    if (at != std::string::npos) n = std::stoll(line.substr(at + 17));
+  }
+  return n;
+}
+
+TEST_F(ParameterServers, DynamicAssignmentHandsTheSlowedWorkerFewerSlices) {
+  constexpr int kWorkers = 3, kLongSteps = 16;
+  const RunResult r = run("dynamic3", kWorkers + 1,
+                          "--set sync.method=ps --set ps.consistency=ssp --set ps.staleness=2 "
+                          "--set ps.assignment=dynamic --set train.steps=" +
+                              std::to_string(kLongSteps),
+                          "env BRIGADE_FAULT_SLOW_RANK=1 BRIGADE_FAULT_SLOW_MS=40 ");
+  const std::string folder = dir_ + "/dynamic3/tiny";
+  const auto summary = testing::metrics_records(folder + "/metrics.jsonl", "summary");
+  ASSERT_EQ(summary.size(), 1u);
+  // Every slice of the run applied once, and worker 0's final evaluation waited for all of them.
+  EXPECT_EQ(summary[0]["ps_updates_applied"].get<int64_t>(), kWorkers * kLongSteps);
+  std::vector<int64_t> slices = {slices_in_log(folder + "/train.log")};
+  for (int w = 1; w < kWorkers; ++w) {
+    slices.push_back(slices_in_log(folder + "/logs/rank_" + std::to_string(w) + ".log"));
+  }
+  EXPECT_EQ(slices[0], summary[0]["ps_slices_trained"].get<int64_t>());
+  EXPECT_EQ(slices[0] + slices[1] + slices[2], kWorkers * kLongSteps);
+  EXPECT_LT(slices[1], slices[0]) << "the slowed worker trained as many slices as worker 0";
+  EXPECT_LT(slices[1], slices[2]);
+  // Worker 0's records: one per slice, their steps never back, every update within the bound.
+  ASSERT_EQ(r.train.size(), static_cast<size_t>(slices[0]));
+  int64_t prev = 0, max = 0;
+  for (const auto& j : r.train) {
+    EXPECT_GE(j["step"].get<int64_t>(), prev);
+    prev = j["step"].get<int64_t>();
+    max = std::max(max, j["ps_staleness_max"].get<int64_t>());
+  }
+  EXPECT_LE(max, 2) << "an update staler than ps.staleness was applied";
+  EXPECT_TRUE(std::isfinite(r.val_loss));
+  // Under bsp every worker trains each step: nothing to hand out.
+  run("dynamic-bsp", kWorkers + 1, "--set sync.method=ps --set ps.assignment=dynamic", "", 2);
 }
 
 TEST_F(ParameterServers, AJobWithoutWorkersIsRefusedByName) {

@@ -100,7 +100,11 @@ DataLoader::DataLoader(const Dataset& dataset, SamplerOptions options)
       ids_(static_cast<size_t>(options.micro_batch)) {}
 
 void DataLoader::next(Batch& batch, int64_t step, int64_t micro_step) {
-  sampler_.micro_batch_examples(step, micro_step, ids_.data());
+  next(batch, step, micro_step, sampler_.options().dp_rank);
+}
+
+void DataLoader::next(Batch& batch, int64_t step, int64_t micro_step, int64_t dp_rank) {
+  sampler_.micro_batch_examples(step, micro_step, dp_rank, ids_.data());
   dataset_.fill(batch, ids_.data(), micro_batch());
 }
 

@@ -96,6 +96,8 @@ class DataLoader {
 
   // Fills batch with this rank's micro-batch `micro_step` of `step` (see sampler.h).
   void next(Batch& batch, int64_t step, int64_t micro_step);
+  // The same of rank dp_rank's part of `step` (see Sampler::micro_batch_examples).
+  void next(Batch& batch, int64_t step, int64_t micro_step, int64_t dp_rank);
 
  private:
   const Dataset& dataset_;

@@ -95,10 +95,16 @@ int64_t Sampler::example_at(int64_t g) const {
 }
 
 void Sampler::micro_batch_examples(int64_t step, int64_t micro_step, int64_t* ids) const {
+  micro_batch_examples(step, micro_step, options_.dp_rank, ids);
+}
+
+void Sampler::micro_batch_examples(int64_t step, int64_t micro_step, int64_t dp_rank,
+                                   int64_t* ids) const {
   const SamplerOptions& o = options_;
+  BRIGADE_CHECK(dp_rank >= 0 && dp_rank < o.dp_size) << dp_rank << " of " << o.dp_size;
   for (int64_t i = 0; i < o.micro_batch; ++i) {
-    ids[i] = example_at(global_example_index(step, micro_step, o.dp_rank, o.dp_size, o.micro_batch,
-                                             o.grad_accum, i));
+    ids[i] = example_at(
+        global_example_index(step, micro_step, dp_rank, o.dp_size, o.micro_batch, o.grad_accum, i));
   }
 }
 

@@ -66,6 +66,9 @@ class Sampler {
 
   // Writes this rank's micro_batch example ids of (step, micro_step) to ids.
   void micro_batch_examples(int64_t step, int64_t micro_step, int64_t* ids) const;
+  // The same for rank dp_rank's part (0 <= dp_rank < dp_size): parameter-server workers under
+  // dynamic assignment train whichever part they are handed.
+  void micro_batch_examples(int64_t step, int64_t micro_step, int64_t dp_rank, int64_t* ids) const;
 
   // The state to checkpoint after `steps_consumed` steps.
   SamplerState state(int64_t steps_consumed) const;

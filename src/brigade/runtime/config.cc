@@ -134,6 +134,7 @@ std::vector<Field> fields(Config& c) {
       {"ps", "staleness", &c.ps.staleness},
       {"ps", "staleness_lr", &c.ps.staleness_lr},
       {"ps", "worker_timeout_s", &c.ps.worker_timeout_s},
+      {"ps", "assignment", &c.ps.assignment},
       {"ps", "bind", &c.ps.bind},
       {"fed", "rounds", &c.fed.rounds},
       {"fed", "clients_per_round", &c.fed.clients_per_round},

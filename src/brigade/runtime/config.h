@@ -190,7 +190,11 @@ struct PsConfig {
   int64_t staleness = 2;            // ssp: a worker at clock c waits until every clock >= c - s
   bool staleness_lr = false;        // ssp, asp: divide an update's step by its staleness (>= 1)
   double worker_timeout_s = 10.0;   // ssp, asp: a worker silent this long leaves the bound
-  std::string bind;                 // address servers bind; empty: comm.host
+  // "static": worker w trains slice w of every global batch; "dynamic" (ssp, asp): each worker
+  // takes the next unassigned slice of the global data order when it is ready, so faster workers
+  // train more of it and a clock is the global step of the slice
+  std::string assignment = "static";
+  std::string bind;  // address servers bind; empty: comm.host
 };
 
 // sync.method = "fed": federated learning (fed/, docs/federated.md). Rank 0 is the coordinator

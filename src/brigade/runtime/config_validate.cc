@@ -133,12 +133,20 @@ void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
 
 // [ps] keys are checked whatever the method (a typo is reported before someone turns them on);
 // the job's size against ps.servers is checked where it is known (train/ps_roles.h).
-void validate_ps(const PsConfig& ps, const SyncConfig& sync) {
+void validate_ps(const PsConfig& ps, const SyncConfig& sync, const DataConfig& data) {
   require_range(ps.servers, "ps.servers", 1, 1024);
   require_one_of(ps.consistency, "ps.consistency", {"bsp", "ssp", "asp"});
   require_range(ps.staleness, "ps.staleness", 0, 1 << 20);
   require(!ps.staleness_lr || ps.consistency != "bsp" || sync.method != "ps", "ps.staleness_lr",
           "true", "applies to ps.consistency = \"ssp\" or \"asp\" (under bsp no update is stale)");
+  require_one_of(ps.assignment, "ps.assignment", {"static", "dynamic"});
+  if (sync.method != "ps" || ps.assignment != "dynamic") return;
+  require(ps.consistency != "bsp", "ps.assignment", "\"dynamic\"",
+          "needs ps.consistency = \"ssp\" or \"asp\": under bsp every worker trains each step, "
+          "so there is nothing to hand out");
+  require(data.prompt_field.empty(), "ps.assignment", "\"dynamic\"",
+          "does not take instruction data (data.prompt_field): its micro-batches are weighted by "
+          "the targets of the whole step, which a dynamically assigned slice does not see");
 }
 
 // The robust-aggregation, privacy and attack keys of [fed] (docs/security.md).
@@ -546,7 +554,7 @@ void Config::validate() const {
                       parallel.zero));
 
   validate_sync(sync, parallel);
-  validate_ps(ps, sync);
+  validate_ps(ps, sync, data);
   validate_fed(fed, sync, model, data, parallel);
   validate_model_parallel(parallel, sync, model);
   if (train.recompute == "block") {

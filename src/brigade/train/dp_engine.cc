@@ -119,9 +119,11 @@ class DpEngine final : public TrainEngine {
                                  replicas_wait_each_step(), micro_weights_.data());
       for (float& w : micro_weights_) w *= static_cast<float>(accum);
     }
+    // Dynamic assignment: the part of `step` this worker was handed, else its own.
+    const std::optional<PsWorker::Slice> slice = ps_ ? ps_->slice() : std::nullopt;
     for (int64_t j = 0; j < accum; ++j) {
       Stopwatch data;
-      loader_.next(batch_, step, j);
+      slice ? loader_.next(batch_, step, j, slice->part) : loader_.next(batch_, step, j);
       times.data_s += data.seconds();
       if (slow_s_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slow_s_));
       const float weight = masked ? micro_weights_[static_cast<size_t>(j)] : 1.0f;
@@ -221,6 +223,12 @@ class DpEngine final : public TrainEngine {
     if (!ps_) return std::nullopt;
     return ps_->joined_step();
   }
+  int64_t next_step(int64_t candidate, int64_t end) const override {
+    if (!assigns_steps()) return candidate;
+    const std::optional<PsWorker::Slice> slice = ps_->slice();
+    return slice ? slice->step : end;
+  }
+  bool assigns_steps() const override { return ps_ && ps_->dynamic(); }
   void after_initial_weights() override { sync_->after_initial_weights(); }
 
   std::vector<CommChannel> comm_channels() override {
@@ -239,6 +247,7 @@ class DpEngine final : public TrainEngine {
       summary["ps_updates_applied"] = r.applied;
       summary["ps_staleness_max"] = r.max;
       summary["ps_staleness_counts"] = r.counts;
+      if (ps_->dynamic()) summary["ps_slices_trained"] = ps_->slices_trained();
     }
     if (replica_) {
       summary["comm_formula_sent_bytes"] = formula_total_.sent;

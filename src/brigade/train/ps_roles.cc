@@ -40,7 +40,8 @@ int serve_parameters(const Config& config, ProcessGroup& group, int workers) {
       // a validation pass, a checkpoint): the server's own bound is ten of them.
       .timeout = std::chrono::milliseconds(static_cast<int64_t>(config.comm.timeout_s * 10000)),
       .worker_timeout =
-          std::chrono::milliseconds(static_cast<int64_t>(config.ps.worker_timeout_s * 1000))};
+          std::chrono::milliseconds(static_cast<int64_t>(config.ps.worker_timeout_s * 1000)),
+      .dynamic = config.ps.assignment == "dynamic"};
   auto log_line = [&log](const std::string& line) { log.line(line); };
   ParameterServer server(options, model->layout(), optimizer_config(config.train), log_line);
   const CurveKeyPair keys = CurveKeyPair::generate();

@@ -198,7 +198,10 @@ std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicato
                         .servers = static_cast<int>(config.ps.servers),
                         .consistency = parse_ps_consistency(config.ps.consistency),
                         .timeout = std::chrono::milliseconds(
-                            static_cast<int64_t>(config.comm.timeout_s * 1000))},
+                            static_cast<int64_t>(config.comm.timeout_s * 1000)),
+                        .dynamic = config.ps.assignment == "dynamic",
+                        .steps = config.train.steps,
+                        .stop_after = config.run.stop_after},
         *store);
   }
   if (config.sync.method == "ddp" || !dp || dp->size() == 1) {

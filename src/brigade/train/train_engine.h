@@ -102,6 +102,12 @@ class TrainEngine {
   // After after_restore: the step a worker that joined a running job continues at (a
   // parameter-server worker restarted into an ssp/asp run), when it is not the start step.
   virtual std::optional<int64_t> joined_step() const { return std::nullopt; }
+  // The step the loop trains next, `candidate` being the one after the last (the start step
+  // first): candidate itself, except where steps are handed out (parameter-server workers
+  // under ps.assignment = "dynamic": the global step of this worker's next slice, which may
+  // repeat or jump, and `end` once the invocation's slices are all taken).
+  virtual int64_t next_step(int64_t candidate, int64_t /*end*/) const { return candidate; }
+  virtual bool assigns_steps() const { return false; }
   // Collective, once before training, instead of after_restore: the parameters among the pieces
   // were read from another run (train.init_from); the rest of the state is fresh.
   virtual void after_initial_weights() { after_restore(false); }

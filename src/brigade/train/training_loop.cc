@@ -309,7 +309,8 @@ bool TrainingLoop::train_step(int64_t step) {
     const float scale = clip_scale(norm, static_cast<float>(config_.train.grad_clip));
     if (scale < 1.0f) engine_.scale_grads(scale);
   }
-  ++updates_;
+  // A handed-out slice counts as an update of the job's step (AdamW's bias correction).
+  updates_ = engine_.assigns_steps() ? step + 1 : updates_ + 1;
   engine_.apply_update(lr_at(schedule_, step), updates_);
   last_.times.compute_s += update.seconds();
   return true;
@@ -529,7 +530,14 @@ int TrainingLoop::run() {
   if (rapl_) rapl_->joules_since_last();  // the first step's energy starts here
   comm_ = CommByAxis(engine_.comm_channels());
   const std::vector<int64_t>& trace = config_.monitor.trace_steps;
-  for (int64_t step = start_step_; step < end; ++step) {
+  // Where steps are handed out (dynamic parameter-server assignment), a worker's steps may
+  // repeat or jump: evaluation and checkpoints come when `done` passes a multiple.
+  const auto passes = [](int64_t before, int64_t after, int64_t every) {
+    return every > 0 && after / every > before / every;
+  };
+  int64_t prev_done = start_step_;
+  for (int64_t step = engine_.next_step(start_step_, end); step < end;
+       step = engine_.next_step(step + 1, end)) {
     // The window opens at its first step, or at the first step of a run resumed inside it.
     if (!trace.empty() && step + 1 == std::max(trace[0], start_step_ + 1)) {
       Tracer::instance().start();
@@ -558,13 +566,13 @@ int TrainingLoop::run() {
     engine_.add_step_metrics(rec, applied, updates_, done == t.steps, exchange);
     // This rank's bytes (rank 0: under model parallelism the first stage, tp rank 0).
     comm_.add_since_mark(rec);
-    if (t.eval_every > 0 && done % t.eval_every == 0 && done != t.steps) {
+    if (passes(prev_done, done, t.eval_every) && done != t.steps) {
       const TraceSpan span("eval", "evaluation");
       Stopwatch eval;
       eval_and_record(done, false);
       times.eval_s = eval.seconds();
     }
-    if (t.ckpt_every > 0 && done % t.ckpt_every == 0) {
+    if (passes(prev_done, done, t.ckpt_every)) {
       const TraceSpan span("checkpoint", "checkpoint (blocking part)");
       // The invocation's last step: its save has no next interval to retry it (a failure can
       // come back at once, from save() itself, when the background write fails fast).
@@ -575,20 +583,26 @@ int TrainingLoop::run() {
     // The step's record closes it: every part of its wall time, evaluation and the blocking
     // part of a checkpoint included, so the parts sum to ms_per_step.
     const double step_s = step_watch.seconds();
-    rec["tokens_per_s"] = tokens_per_step / step_s;
+    // A handed-out step trains one slice: the job advanced by the steps `done` moved.
+    const double step_tokens = engine_.assigns_steps()
+                                   ? tokens_per_step * static_cast<double>(done - prev_done)
+                                   : tokens_per_step;
+    prev_done = done;
+    rec["tokens_per_s"] = step_tokens / step_s;
     rec["ms_per_step"] = step_s * 1e3;
     times.add_to(rec, step_s);
     rec["mfu"] = flops_per_step_ / ctx_.group.size() / step_s / peak_flops_;
-    add_energy(rec, tokens_per_step, times.compute_s);
+    add_energy(rec, step_tokens, times.compute_s);
     rec["peak_rss_mib"] = peak_rss_mib();
     record("train", rec);
-    const double avg_s = run_watch.seconds() / static_cast<double>(done - start_step_);
+    const double avg_s =
+        run_watch.seconds() / static_cast<double>(std::max<int64_t>(1, done - start_step_));
     log_progress(progress_.update({.step = done,
                                    .total = t.steps,
                                    .loss = last_.loss,
                                    .lr = lr,
                                    .grad_norm = last_.norm,
-                                   .tokens_per_s = tokens_per_step / step_s,
+                                   .tokens_per_s = step_tokens / step_s,
                                    .ms_per_step = step_s * 1e3,
                                    .eta_s = avg_s * static_cast<double>(end - done)}));
     { TraceSpan closed = std::move(step_span); }  // the step's span ends here

@@ -27,8 +27,10 @@ enum class PsType : uint32_t {
   kPush = 2,       // bsp: this clock's gradients; the server answers kNorm when all arrived
   kApply = 3,      // bsp: apply this clock (lr, clip scale, update count, or skip)
   kPushApply = 4,  // ssp, asp: gradients applied on arrival (empty and flagged when skipped),
-                   // and the pull of the next clock
-  kPull = 5,       // parameters for clock `clock`, once the consistency model allows
+                   // and the pull of the next clock (ps.assignment = "dynamic": next_clock,
+                   // unless flagged kPsFlagNoNext)
+  kPull = 5,       // parameters for clock `clock`, once the consistency model allows (flagged
+                   // kPsFlagDrain: once every other worker has stopped or left)
   kStateGet = 6,   // worker 0: parameters and optimizer state, for a checkpoint
   kStop = 7,       // this worker is done
   kJoin = 8,       // workers 1..N-1 at start (a restarted one: rejoining): the server answers
@@ -44,11 +46,17 @@ enum class PsType : uint32_t {
 const char* ps_type_name(PsType type);
 
 inline constexpr uint32_t kPsMagic = 0x31535042;  // "BPS1"
-inline constexpr uint32_t kPsVersion = 1;
+inline constexpr uint32_t kPsVersion = 2;
 inline constexpr uint32_t kPsFlagSkip = 1;  // kApply, kPushApply: the worker skips this update
 // kPull after kJoin: the worker resumes at `clock`, which may be ahead of this server's count
 // for it (it died between its pushes to two servers): the server moves its count there.
 inline constexpr uint32_t kPsFlagRejoin = 2;
+// ps.assignment = "dynamic". kPushApply: the worker has no next slice (the data order of the
+// invocation is handed out), so the push pulls nothing. kPull: worker 0, out of slices, asks
+// for the parameters once every other worker has stopped or left, so its final evaluation and
+// checkpoint hold every slice's update.
+inline constexpr uint32_t kPsFlagNoNext = 4;
+inline constexpr uint32_t kPsFlagDrain = 8;
 
 struct PsHeader {
   uint32_t magic = kPsMagic;
@@ -63,10 +71,11 @@ struct PsHeader {
   float scale = 1;  // bsp: the clip scale every worker agreed on
   uint32_t flags = 0;
   uint32_t reserved = 0;
-  int64_t count = 0;  // f32 values in frame 1
-  double value = 0;   // kNorm: the squared norm
+  int64_t count = 0;       // f32 values in frame 1
+  double value = 0;        // kNorm: the squared norm
+  int64_t next_clock = 0;  // dynamic kPushApply: the clock (global step) of the next slice
 };
-static_assert(sizeof(PsHeader) == 80, "PsHeader is a wire format: keep its size");
+static_assert(sizeof(PsHeader) == 88, "PsHeader is a wire format: keep its size");
 
 // Staleness of the updates a server applied (clocks between the read and the write), as
 // counts of 0, 1, ..., kBuckets - 2 and kBuckets - 1 or more, with the largest seen.

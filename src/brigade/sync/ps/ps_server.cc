@@ -4,12 +4,16 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "brigade/base/error.h"
 
 namespace brigade {
 
 namespace {
+
+// pending_pull_ of worker 0's drain (dynamic): answered by others_finished, not by a clock.
+constexpr int64_t kDrainClock = std::numeric_limits<int64_t>::max();
 
 // Whether every worker's flag is set.
 bool all_set(const std::vector<char>& flags) {
@@ -41,6 +45,7 @@ ParameterServer::ParameterServer(const PsServerOptions& options, const ParamLayo
       left_(static_cast<size_t>(options.workers), 0),
       pending_join_(static_cast<size_t>(options.workers), 0),
       joined_(static_cast<size_t>(options.workers), 0),
+      out_(static_cast<size_t>(options.workers), 0),
       last_heard_(static_cast<size_t>(options.workers), std::chrono::steady_clock::now()) {
   joined_[0] = 1;  // worker 0 starts the servers (kInit) and never joins
   if (options_.consistency == PsConsistency::kBsp) {
@@ -80,13 +85,22 @@ int64_t ParameterServer::completed_clock() const {
   int64_t lowest = -1, highest = 0;
   for (size_t w = 0; w < clock_.size(); ++w) {
     highest = std::max(highest, clock_[w]);
-    if (!stopped_[w] && !left_[w]) lowest = lowest < 0 ? clock_[w] : std::min(lowest, clock_[w]);
+    if (!stopped_[w] && !left_[w] && !out_[w])
+      lowest = lowest < 0 ? clock_[w] : std::min(lowest, clock_[w]);
   }
   return lowest < 0 ? highest : lowest;
 }
 
+bool ParameterServer::others_finished(int worker) const {
+  for (size_t w = 0; w < clock_.size(); ++w) {
+    if (static_cast<int>(w) != worker && !stopped_[w] && !left_[w] && !out_[w]) return false;
+  }
+  return true;
+}
+
 bool ParameterServer::pull_ready(int64_t clock) const {
   if (!initialized_) return false;
+  if (clock == kDrainClock) return others_finished(0);
   switch (options_.consistency) {
     case PsConsistency::kBsp:
       return completed_clock() >= clock;
@@ -119,7 +133,8 @@ void ParameterServer::leave_silent(std::chrono::steady_clock::time_point now, co
   bool changed = false;
   for (size_t w = 0; w < left_.size(); ++w) {
     // A worker waiting for a reply (a pull held by the bound, a join before init) owes nothing.
-    if (stopped_[w] || left_[w] || !joined_[w] || pending_pull_[w] >= 0 || pending_join_[w])
+    if (stopped_[w] || left_[w] || out_[w] || !joined_[w] || pending_pull_[w] >= 0 ||
+        pending_join_[w])
       continue;
     if (now - last_heard_[w] < options_.worker_timeout) continue;
     left_[w] = 1;
@@ -204,6 +219,8 @@ void ParameterServer::on_init(const PsMessage& m, const Reply& reply) {
   }
   initialized_ = true;
   base_step_ = m.header.updates;
+  // Dynamic clocks are global steps: no worker has a slice before the invocation's first.
+  if (options_.dynamic) std::fill(clock_.begin(), clock_.end(), base_step_);
   last_heard_[0] = std::chrono::steady_clock::now();
   reply(w, encode_ps_message(reply_header(PsType::kAck, w), nullptr));
   for (size_t k = 0; k < pending_join_.size(); ++k) {
@@ -298,6 +315,15 @@ void ParameterServer::on_push_apply(const PsMessage& m, const Reply& reply) {
     return refuse(w,
                   fmt::format("read at clock {}, after its own clock {}", h.read_clock, h.clock));
   }
+  const bool last = (h.flags & kPsFlagNoNext) != 0;
+  if (!options_.dynamic && (last || h.next_clock != 0)) {
+    return refuse(w, "a next clock, which only dynamic assignment sends");
+  }
+  if (options_.dynamic && !last && h.next_clock < h.clock) {
+    return refuse(w, fmt::format("a next clock {} before its clock {} (slices are handed out in "
+                                 "order)",
+                                 h.next_clock, h.clock));
+  }
   const bool skip = (h.flags & kPsFlagSkip) != 0;
   if (h.count != (skip ? 0 : n_)) {
     return refuse(w, fmt::format("{} gradient values (the range has {})", h.count, n_));
@@ -312,7 +338,13 @@ void ParameterServer::on_push_apply(const PsMessage& m, const Reply& reply) {
   }
   // The pull of the next clock comes with the push, so that no other push can be applied
   // between them: with staleness 0 every worker then reads exactly the clocks before its own.
-  pending_pull_[h.worker] = ++clock_[h.worker];
+  if (!options_.dynamic) {
+    pending_pull_[h.worker] = ++clock_[h.worker];
+  } else if (last) {
+    out_[h.worker] = 1;  // its last slice is applied: it holds no one back
+  } else {
+    pending_pull_[h.worker] = clock_[h.worker] = h.next_clock;
+  }
   answer_ready_pulls(reply);
 }
 
@@ -322,13 +354,25 @@ void ParameterServer::on_pull(const PsMessage& m, const Reply& reply) {
   // After kJoin the worker resumes at the highest count any server has for it, at most one
   // ahead of this one's (it died between its pushes to two servers).
   const bool rejoin = (h.flags & kPsFlagRejoin) != 0 && joined_[h.worker];
-  if (rejoin ? (h.clock < clock_[h.worker] || h.clock > clock_[h.worker] + 1)
-             : h.clock != clock_[h.worker]) {
+  if ((h.flags & kPsFlagDrain) != 0) {
+    if (!options_.dynamic || w != 0 || !out_[0]) {
+      return refuse(w,
+                    "a drain, which only worker 0 sends after its last slice under dynamic "
+                    "assignment");
+    }
+    pending_pull_[0] = kDrainClock;
+    return answer_ready_pulls(reply);
+  }
+  // Dynamic: the clock of the slice the worker takes, never before its last one.
+  if (options_.dynamic ? h.clock < clock_[h.worker]
+      : rejoin         ? (h.clock < clock_[h.worker] || h.clock > clock_[h.worker] + 1)
+                       : h.clock != clock_[h.worker]) {
     return refuse(
         w, fmt::format("a pull for clock {} (the worker is at {})", h.clock, clock_[h.worker]));
   }
   clock_[h.worker] = h.clock;
   pending_pull_[h.worker] = h.clock;
+  out_[h.worker] = 0;  // a restarted worker takes slices again
   answer_ready_pulls(reply);
 }
 

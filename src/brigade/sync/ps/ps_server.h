@@ -31,6 +31,15 @@
 // server answers with the clocks it has completed and the step the invocation started at, and
 // the worker continues from there with the parameters it pulls (sync/ps/ps_worker.h). The
 // server ends when worker 0 and every worker still in the bound have stopped.
+//
+// Dynamic assignment (ssp, asp; ps.assignment = "dynamic"). Workers take the slices of the
+// global data order one at a time as they are ready (ps_worker.h), so a worker's clock is the
+// global step of the slice it trains: it never decreases, and it may stay or jump. A pull
+// declares it, a push carries the next one (next_clock), and "every live worker has completed
+// clock c - s" means every slice still being trained is of step c - s or later, so the bound
+// and the staleness keep their meaning, counted in global steps. A worker out of slices leaves
+// the bound with its last push (kPsFlagNoNext); worker 0's last pull (kPsFlagDrain) is
+// answered once every other worker is out, stopped or gone, with every slice applied.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -63,6 +72,7 @@ struct PsServerOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
   // ssp, asp: a silent worker leaves the bound after this long (ps.worker_timeout_s); 0: never.
   std::chrono::milliseconds worker_timeout{0};
+  bool dynamic = false;  // ssp, asp: ps.assignment = "dynamic" (see the top of this file)
 };
 
 class ParameterServer {
@@ -103,6 +113,8 @@ class ParameterServer {
   // Clocks every live worker has completed.
   int64_t completed_clock() const;
   bool pull_ready(int64_t clock) const;
+  // Dynamic: whether every worker but `worker` is out of slices, stopped or gone.
+  bool others_finished(int worker) const;
   void answer_ready_pulls(const Reply& reply);
   void send_params(int worker, const Reply& reply);
   PsHeader reply_header(PsType type, int worker) const;
@@ -123,6 +135,7 @@ class ParameterServer {
   std::vector<char> left_;             // ssp/asp: silent too long, out of the bound
   std::vector<char> pending_join_;     // kJoin before init: answered by on_init
   std::vector<char> joined_;           // has sent kJoin (or is worker 0): the next one is a rejoin
+  std::vector<char> out_;              // dynamic: pushed its last slice, out of the bound
   // Per worker: when it last sent a message or was last answered (from then it owes one).
   std::vector<std::chrono::steady_clock::time_point> last_heard_;
   int64_t base_step_ = 0;  // the step the invocation started at (kInit's updates)

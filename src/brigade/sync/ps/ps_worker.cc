@@ -25,7 +25,7 @@ int64_t frames_bytes(const zmq::multipart_t& frames) {
 
 PsWorker::PsWorker(Model& model, const OptimizerConfig& optimizer, const PsWorkerOptions& options,
                    Store& store)
-    : model_(model), options_(options), keys_(CurveKeyPair::generate()) {
+    : model_(model), options_(options), store_(store), keys_(CurveKeyPair::generate()) {
   const std::vector<PsServerAddress> servers =
       ps_worker_rendezvous(store, options_.worker, options_.servers, keys_, &run_tag_);
   for (int k = 0; k < options_.servers; ++k) {
@@ -161,18 +161,63 @@ void PsWorker::apply(float lr, int64_t updates, bool skip) {
 }
 
 void PsWorker::push_apply(float lr, int64_t updates, bool skip) {
+  const int64_t clock = clock_;
+  if (options_.dynamic) take_slice();  // the push carries the next slice's clock
+  const bool last = options_.dynamic && slice_ < 0;
   for (int k = 0; k < options_.servers; ++k) {
     const auto [begin, end] = ranges_[static_cast<size_t>(k)];
     PsHeader h = header(PsType::kPushApply);
+    h.clock = clock;
     h.read_clock = read_clock_;
     h.lr = lr;
     h.updates = updates;
-    h.flags = skip ? kPsFlagSkip : 0;
+    h.flags = (skip ? kPsFlagSkip : 0) | (last ? kPsFlagNoNext : 0);
+    h.next_clock = options_.dynamic && !last ? clock_ : 0;
     h.count = skip ? 0 : end - begin;
     send(k, h, skip ? nullptr : model_.grads() + begin);
   }
-  ++clock_;
-  pull_params();  // the push is also the pull of the next clock
+  if (!options_.dynamic) {
+    ++clock_;
+    pull_params();  // the push is also the pull of the next clock
+    return;
+  }
+  ++slices_trained_;
+  if (!last) {
+    pull_params();
+  } else if (options_.worker == 0) {
+    drain();
+  }
+}
+
+void PsWorker::take_slice() {
+  const int64_t n = options_.workers;
+  const int64_t end = options_.stop_after > 0
+                          ? std::min(options_.steps, base_step_ + options_.stop_after)
+                          : options_.steps;
+  const int64_t u = base_step_ * n + store_.add(fmt::format("ps/slices/{:016x}", run_tag_), 1) - 1;
+  slice_ = u < end * n ? u : -1;
+  if (slice_ >= 0) clock_ = slice_ / n;
+}
+
+std::optional<PsWorker::Slice> PsWorker::slice() const {
+  if (slice_ < 0) return std::nullopt;
+  return Slice{.step = slice_ / options_.workers, .part = slice_ % options_.workers};
+}
+
+void PsWorker::drain() {
+  for (int k = 0; k < options_.servers; ++k) {
+    PsHeader h = header(PsType::kPull);
+    h.flags = kPsFlagDrain;
+    send(k, h, nullptr);
+  }
+  pull_params();
+}
+
+void PsWorker::pull_first() {
+  take_slice();
+  if (slice_ < 0) return;  // the others trained every slice already: nothing to pull
+  for (int k = 0; k < options_.servers; ++k) send(k, header(PsType::kPull), nullptr);
+  pull_params();
 }
 
 void PsWorker::step(float lr, int64_t step) {
@@ -229,9 +274,10 @@ void PsWorker::after_restore(bool /*resumed*/) {
       send(k, h, init.data());
     }
     for (int k = 0; k < options_.servers; ++k) receive(k, PsType::kAck);
+    joined_step_ = base_step_ = start_step_;
+    if (options_.dynamic) return pull_first();
     for (int k = 0; k < options_.servers; ++k) send(k, header(PsType::kPull), nullptr);
     pull_params();
-    joined_step_ = start_step_;
     return;
   }
   // Join: continue at the highest clock a server has for this worker (they differ by one when
@@ -248,6 +294,12 @@ void PsWorker::after_restore(bool /*resumed*/) {
     }
     clock = std::max(clock, m.header.clock);
     base = m.header.updates;
+  }
+  base_step_ = base;
+  if (options_.dynamic) {
+    pull_first();  // the loop takes its steps from the slices
+    joined_step_ = base;
+    return;
   }
   clock_ = clock;
   for (int k = 0; k < options_.servers; ++k) {

@@ -26,10 +26,21 @@
 // started at. On a first start that is clock 0; a worker restarted into a running ssp/asp job
 // (brigade launch --max-restarts) continues at that clock with the latest parameters, and
 // joined_step() says which step of the run that is.
+//
+// Dynamic assignment (ssp, asp; ps.assignment = "dynamic"). The invocation's data order is
+// handed out one slice at a time: slice u is worker u mod N's part of global step u / N under
+// static assignment (the same examples), and a worker that is ready takes the next one through
+// an atomic counter in the job's store, so fast workers train more slices and a slow one fewer.
+// A worker's clock is then its slice's step (the servers' bound counts global steps,
+// ps_server.h); it takes its first slice after start or joining, and its next one before each
+// push, which carries that slice's clock. Out of slices, a worker's last push says so; worker 0
+// then waits until every other worker is out too (a drain), so that the parameters it
+// evaluates and saves at the end hold every slice's update.
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +60,9 @@ struct PsWorkerOptions {
   int servers = 1;  // S
   PsConsistency consistency = PsConsistency::kBsp;
   std::chrono::milliseconds timeout = std::chrono::seconds(60);  // every wait for a server
+  bool dynamic = false;    // ssp, asp: ps.assignment = "dynamic"
+  int64_t steps = 0;       // dynamic: train.steps and run.stop_after, which end the slices
+  int64_t stop_after = 0;  // of an invocation
 };
 
 class PsWorker : public DpStrategy {
@@ -77,6 +91,15 @@ class PsWorker : public DpStrategy {
   void set_start_step(int64_t step) { start_step_ = step; }
   // Workers 1..N-1 after after_restore: the run's step at this worker's clock.
   int64_t joined_step() const { return joined_step_; }
+  // Dynamic: the global step of the slice this worker trains next, and which worker's part of
+  // that step it is (data slice); nullopt once the invocation's slices are handed out.
+  struct Slice {
+    int64_t step = 0;
+    int64_t part = 0;
+  };
+  std::optional<Slice> slice() const;
+  int64_t slices_trained() const { return slices_trained_; }
+  bool dynamic() const { return options_.dynamic; }
 
   // Whether workers step without waiting for each other (ssp, asp).
   bool independent_steps() const { return options_.consistency != PsConsistency::kBsp; }
@@ -93,9 +116,17 @@ class PsWorker : public DpStrategy {
   void pull_params();  // kParams from every server into the model's parameters
   void push_apply(float lr, int64_t updates, bool skip);
   void apply(float lr, int64_t updates, bool skip);
+  // Dynamic: takes the next slice of the invocation (slice_ = -1 when there is none left).
+  void take_slice();
+  // Dynamic, after after_restore: sends this worker's first pull, or (out of slices at once)
+  // its stop of the bound; worker 0 out of slices drains.
+  void pull_first();
+  // Dynamic, worker 0 out of slices: the parameters once every other worker is out too.
+  void drain();
 
   Model& model_;
   PsWorkerOptions options_;
+  Store& store_;
   CurveKeyPair keys_;
   uint64_t run_tag_ = 0;
   std::vector<std::pair<int64_t, int64_t>> ranges_;
@@ -106,6 +137,9 @@ class PsWorker : public DpStrategy {
   int64_t read_clock_ = 0;  // ssp/asp: the clock the current parameters were read at
   int64_t start_step_ = 0;
   int64_t joined_step_ = 0;
+  int64_t base_step_ = 0;       // the step the invocation started at
+  int64_t slice_ = -1;          // dynamic: the slice being trained, -1 when none is left
+  int64_t slices_trained_ = 0;  // dynamic: pushed by this worker
   double sum_squares_ = 0;
   float scale_ = 1.0f;
   PsStalenessRecord staleness_;
