@@ -260,6 +260,7 @@ TEST(ParameterServer, AJoiningWorkerContinuesAtTheClockTheServerHasForIt) {
   EXPECT_EQ(s.replies(1)[0].header.type, static_cast<uint32_t>(PsType::kJoined));
   EXPECT_EQ(s.replies(1)[0].header.clock, 0);
   EXPECT_EQ(s.replies(1)[0].header.updates, 40);
+  EXPECT_EQ(s.replies(1)[0].header.flags & kPsFlagRejoin, 0u) << "a first join is no rejoin";
   s.send(1, PsType::kPull, 0, {}, 0, 0, kPsFlagRejoin);
   const std::vector<float> g = random_vector(n, 4);
   s.send(1, PsType::kPushApply, 0, g, 0.1f, 41, 0, 0);
@@ -271,6 +272,7 @@ TEST(ParameterServer, AJoiningWorkerContinuesAtTheClockTheServerHasForIt) {
   s.send(1, PsType::kJoin, 0);  // restarted
   ASSERT_EQ(s.replies(1).size(), 1u);
   EXPECT_EQ(s.replies(1)[0].header.clock, 2);
+  EXPECT_EQ(s.replies(1)[0].header.flags & kPsFlagRejoin, kPsFlagRejoin);
   EXPECT_EQ(s.server().workers_joined(), 1);
   s.send(1, PsType::kPull, 4, {}, 0, 0, kPsFlagRejoin);
   EXPECT_EQ(s.server().refused(), 1) << "two clocks ahead";

@@ -100,7 +100,7 @@ class TrainEngine {
   // Before after_restore (or after_initial_weights): the step this invocation starts at.
   virtual void set_start_step(int64_t /*step*/) {}
   // After after_restore: the step a worker that joined a running job continues at (a
-  // parameter-server worker restarted into an ssp/asp run), when it is not the start step.
+  // parameter-server worker restarted into an ssp/asp run); nullopt for every other start.
   virtual std::optional<int64_t> joined_step() const { return std::nullopt; }
   // The step the loop trains next, `candidate` being the one after the last (the start step
   // first): candidate itself, except where steps are handed out (parameter-server workers

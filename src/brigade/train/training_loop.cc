@@ -185,8 +185,7 @@ void TrainingLoop::restore() {
               watch.millis());
     log_config_changes(saved->extra);
   }
-  if (const std::optional<int64_t> joined = engine_.joined_step();
-      joined && *joined != start_step_) {
+  if (const std::optional<int64_t> joined = engine_.joined_step()) {
     log_.info(
         "joined the running job at step {} (a restarted parameter-server worker: the servers "
         "hold the weights and its clock)",

@@ -41,7 +41,8 @@ enum class PsType : uint32_t {
   kState = 18,   // parameters then optimizer state buffers
   kAck = 19,     // kInit was applied
   kJoined = 20,  // clock = the clocks this worker has completed, updates = the step the job's
-                 // invocation started at (worker 0's kInit)
+                 // invocation started at (worker 0's kInit); flagged kPsFlagRejoin when the
+                 // worker had joined before (it was restarted)
 };
 const char* ps_type_name(PsType type);
 

@@ -119,8 +119,9 @@ void ParameterServer::send_params(int worker, const Reply& reply) {
   last_heard_[static_cast<size_t>(worker)] = std::chrono::steady_clock::now();  // owes a push now
 }
 
-void ParameterServer::send_joined(int worker, const Reply& reply) {
+void ParameterServer::send_joined(int worker, const Reply& reply, bool again) {
   PsHeader h = reply_header(PsType::kJoined, worker);
+  h.flags = again ? kPsFlagRejoin : 0;
   h.clock = clock_[static_cast<size_t>(worker)];
   h.updates = base_step_;
   reply(worker, encode_ps_message(h, nullptr));
@@ -226,7 +227,7 @@ void ParameterServer::on_init(const PsMessage& m, const Reply& reply) {
   for (size_t k = 0; k < pending_join_.size(); ++k) {
     if (!pending_join_[k]) continue;
     pending_join_[k] = 0;
-    send_joined(static_cast<int>(k), reply);
+    send_joined(static_cast<int>(k), reply, false);
   }
   answer_ready_pulls(reply);
 }
@@ -392,7 +393,8 @@ void ParameterServer::on_state_get(const PsMessage& m, const Reply& reply) {
 void ParameterServer::on_join(const PsMessage& m, const Reply& reply) {
   const int w = static_cast<int>(m.header.worker);
   if (w == 0) return refuse(w, "worker 0 starts the servers with init; it does not join");
-  if (joined_[static_cast<size_t>(w)]) {
+  const bool again = joined_[static_cast<size_t>(w)] != 0;
+  if (again) {
     ++rejoins_;
     if (log_) {
       log_(fmt::format("worker {} joins again (restarted) at clock {}", w,
@@ -406,7 +408,7 @@ void ParameterServer::on_join(const PsMessage& m, const Reply& reply) {
     pending_join_[static_cast<size_t>(w)] = 1;
     return;
   }
-  send_joined(w, reply);
+  send_joined(w, reply, again);
 }
 
 void ParameterServer::on_stop(const PsMessage& m, const Reply& reply) {

@@ -107,7 +107,8 @@ class ParameterServer {
   void on_state_get(const PsMessage& m, const Reply& reply);
   void on_stop(const PsMessage& m, const Reply& reply);
   void on_join(const PsMessage& m, const Reply& reply);
-  void send_joined(int worker, const Reply& reply);
+  // again: the worker had joined before (a restarted one), flagged kPsFlagRejoin.
+  void send_joined(int worker, const Reply& reply, bool again);
   // Workers silent for options.worker_timeout leave the bound (see the top of this file).
   void leave_silent(std::chrono::steady_clock::time_point now, const Reply& reply);
   // Clocks every live worker has completed.

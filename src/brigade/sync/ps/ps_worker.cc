@@ -274,7 +274,7 @@ void PsWorker::after_restore(bool /*resumed*/) {
       send(k, h, init.data());
     }
     for (int k = 0; k < options_.servers; ++k) receive(k, PsType::kAck);
-    joined_step_ = base_step_ = start_step_;
+    base_step_ = start_step_;
     if (options_.dynamic) return pull_first();
     for (int k = 0; k < options_.servers; ++k) send(k, header(PsType::kPull), nullptr);
     pull_params();
@@ -284,8 +284,10 @@ void PsWorker::after_restore(bool /*resumed*/) {
   // a predecessor died between its pushes to two servers).
   for (int k = 0; k < options_.servers; ++k) send(k, header(PsType::kJoin), nullptr);
   int64_t clock = 0, base = 0;
+  bool again = false;
   for (int k = 0; k < options_.servers; ++k) {
     const PsMessage m = receive(k, PsType::kJoined);
+    again |= (m.header.flags & kPsFlagRejoin) != 0;
     if (k > 0 && m.header.updates != base) {
       throw CommError(CommError::Kind::kOther,
                       fmt::format("worker {}: parameter servers 0 and {} started at different "
@@ -298,7 +300,7 @@ void PsWorker::after_restore(bool /*resumed*/) {
   base_step_ = base;
   if (options_.dynamic) {
     pull_first();  // the loop takes its steps from the slices
-    joined_step_ = base;
+    if (again) joined_step_ = slice_ >= 0 ? clock_ : base;
     return;
   }
   clock_ = clock;
@@ -308,7 +310,7 @@ void PsWorker::after_restore(bool /*resumed*/) {
     send(k, h, nullptr);
   }
   pull_params();
-  joined_step_ = base + clock;
+  if (again) joined_step_ = base + clock;
 }
 
 }  // namespace brigade

@@ -89,8 +89,9 @@ class PsWorker : public DpStrategy {
   void after_restore(bool resumed) override;
   // Before after_restore: the step this invocation starts at (worker 0 tells the servers).
   void set_start_step(int64_t step) { start_step_ = step; }
-  // Workers 1..N-1 after after_restore: the run's step at this worker's clock.
-  int64_t joined_step() const { return joined_step_; }
+  // After after_restore, a worker restarted into the running job (the servers said it had
+  // joined before): the run's step at its clock (dynamic: of its first slice); else nullopt.
+  std::optional<int64_t> joined_step() const { return joined_step_; }
   // Dynamic: the global step of the slice this worker trains next, and which worker's part of
   // that step it is (data slice); nullopt once the invocation's slices are handed out.
   struct Slice {
@@ -136,7 +137,7 @@ class PsWorker : public DpStrategy {
   int64_t clock_ = 0;       // this invocation's steps taken (applied or skipped)
   int64_t read_clock_ = 0;  // ssp/asp: the clock the current parameters were read at
   int64_t start_step_ = 0;
-  int64_t joined_step_ = 0;
+  std::optional<int64_t> joined_step_;
   int64_t base_step_ = 0;       // the step the invocation started at
   int64_t slice_ = -1;          // dynamic: the slice being trained, -1 when none is left
   int64_t slices_trained_ = 0;  // dynamic: pushed by this worker
