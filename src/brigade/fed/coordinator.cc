@@ -10,6 +10,7 @@
 #include <set>
 
 #include "brigade/base/error.h"
+#include "brigade/base/stop_after.h"
 #include "brigade/fed/local_training.h"
 #include "brigade/fed/state_file.h"
 #include "brigade/fed/update_check.h"
@@ -364,8 +365,7 @@ void Coordinator::stop_clients() {
 CoordinatorOutcome Coordinator::run() {
   load_or_initialize();
   const FedConfig& fed = setup_.fed;
-  const int64_t last =
-      setup_.stop_after > 0 ? std::min(fed.rounds, next_round_ + setup_.stop_after) : fed.rounds;
+  const int64_t last = invocation_end(fed.rounds, next_round_, setup_.stop_after);
   CoordinatorOutcome out;
   // The first round waits for every client it will ask (all of them, or clients_per_round),
   // up to the join timeout; later rounds go on with whoever is connected. DP-FedAvg's Poisson

@@ -14,6 +14,7 @@
 
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
+#include "brigade/base/stop_after.h"
 #include "brigade/ckpt/json_exchange.h"
 #include "brigade/kernels/cpu/gemm_backend.h"
 #include "brigade/kernels/cpu/kernel_isa.h"
@@ -521,7 +522,7 @@ int TrainingLoop::run() {
   if (already_complete_) return 0;
   const TrainConfig& t = config_.train;
   const int64_t stop = config_.run.stop_after;
-  const int64_t end = stop > 0 ? std::min(t.steps, start_step_ + stop) : t.steps;
+  const int64_t end = invocation_end(t.steps, start_step_, stop);
   const double tokens_per_step =
       static_cast<double>(engine_.examples_per_step()) * tokens_per_example();
   Stopwatch run_watch;

@@ -7,6 +7,7 @@
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
+#include "brigade/base/stop_after.h"
 #include "brigade/monitor/timer.h"
 #include "brigade/optim/grad_clip.h"
 #include "brigade/sync/ps/ps_rendezvous.h"
@@ -28,6 +29,7 @@ PsWorker::PsWorker(Model& model, const OptimizerConfig& optimizer, const PsWorke
     : model_(model), options_(options), store_(store), keys_(CurveKeyPair::generate()) {
   const std::vector<PsServerAddress> servers =
       ps_worker_rendezvous(store, options_.worker, options_.servers, keys_, &run_tag_);
+  slices_key_ = fmt::format("ps/slices/{:016x}", run_tag_);
   for (int k = 0; k < options_.servers; ++k) {
     ranges_.push_back(ps_server_range(model_.num_params(), options_.servers, k));
     links_.push_back(std::make_unique<CurveClientLink>(keys_,
@@ -191,10 +193,8 @@ void PsWorker::push_apply(float lr, int64_t updates, bool skip) {
 
 void PsWorker::take_slice() {
   const int64_t n = options_.workers;
-  const int64_t end = options_.stop_after > 0
-                          ? std::min(options_.steps, base_step_ + options_.stop_after)
-                          : options_.steps;
-  const int64_t u = base_step_ * n + store_.add(fmt::format("ps/slices/{:016x}", run_tag_), 1) - 1;
+  const int64_t end = invocation_end(options_.steps, base_step_, options_.stop_after);
+  const int64_t u = base_step_ * n + store_.add(slices_key_, 1) - 1;
   slice_ = u < end * n ? u : -1;
   if (slice_ >= 0) clock_ = slice_ / n;
 }

@@ -130,6 +130,7 @@ class PsWorker : public DpStrategy {
   Store& store_;
   CurveKeyPair keys_;
   uint64_t run_tag_ = 0;
+  std::string slices_key_;  // dynamic: the store's counter of the job's slices
   std::vector<std::pair<int64_t, int64_t>> ranges_;
   std::vector<std::unique_ptr<CurveClientLink>> links_;
   std::unique_ptr<Optimizer> staging_;  // worker 0: the servers' state, copied for checkpoints
