@@ -16,6 +16,7 @@ packages=(
   libbenchmark-dev
   libgloo-dev              # collectives over TCP
   libzmq3-dev cppzmq-dev   # parameter-server and federated messages (ZeroMQ, CURVE)
+  libssl-dev               # TLS 1.3 between ranks (comm.transport = "tls")
   libsodium-dev            # DP noise and sampling secrets, secure aggregation, key files
   libgfshare-dev           # secure aggregation: Shamir secret sharing over GF(2^8)
   libcpp-httplib-dev       # brigade serve: the HTTP server (and the tests' client)

@@ -88,5 +88,32 @@ TEST(KeyFile, BadFilesAreRefusedNamingTheKeyAndTheFileButNotTheSecret) {
               HasSubstr("brigade keygen"));
 }
 
+TEST(KeyFile, TlsPairsAreEd25519KeysReadBackAsTheirIdentity) {
+  const std::string dir = testing::make_temp_dir("keys");
+  const std::string pub = write_new_key_pair(dir + "/nested/peer", KeyKind::kTls);
+  EXPECT_EQ(mode_of(dir + "/nested"), 0700u);  // keygen made the folder, private
+  EXPECT_EQ(mode_of(dir + "/nested/peer.key"), 0600u);
+  EXPECT_EQ(pub.size(), 64u);
+  const PeerIdentity id = read_tls_secret_key_file(dir + "/nested/peer.key", "comm.key");
+  EXPECT_EQ(key_to_hex(id.public_key), pub);
+  EXPECT_EQ(read_tls_public_key_file(dir + "/nested/peer.pub", "comm.peer_public"), id.public_key);
+  // The identity of the seed is the one written: libsodium derives the same public key.
+  EXPECT_EQ(PeerIdentity::from_seed(id.seed)->public_key, id.public_key);
+  EXPECT_FALSE(PeerIdentity::from_seed("short").has_value());
+
+  // The kinds do not mix, either way.
+  write_new_key_pair(dir + "/curve");
+  EXPECT_THAT(error_of([&] { read_tls_secret_key_file(dir + "/curve.key", "comm.key"); }),
+              HasSubstr("--kind tls"));
+  EXPECT_THAT(
+      error_of([&] { read_public_key_file(dir + "/nested/peer.pub", "fed.client_public"); }),
+      HasSubstr("not a public key file"));
+  ::chmod((dir + "/nested/peer.key").c_str(), 0640);
+  const std::string open =
+      error_of([&] { read_tls_secret_key_file(dir + "/nested/peer.key", "comm.key"); });
+  EXPECT_THAT(open, HasSubstr("chmod 600"));
+  EXPECT_THAT(open, Not(HasSubstr(key_to_hex(id.seed))));
+}
+
 }  // namespace
 }  // namespace brigade

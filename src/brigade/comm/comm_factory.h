@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "brigade/comm/communicator.h"
+#include "brigade/comm/peer_identity.h"
 #include "brigade/comm/store.h"
 
 namespace brigade {
@@ -28,6 +29,9 @@ struct CommOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(30);  // rendezvous and every op wait
   std::string hostname = "127.0.0.1";  // address this rank's transport binds and advertises
   std::string iface;                   // network interface to bind instead (e.g. "eth0")
+  // TLS between every pair of ranks, each proving its key (comm/gloo/tls_transport.h); null =
+  // plain TCP. Every member of a group must choose the same; sub-groups inherit it.
+  std::shared_ptr<const PeerSecurity> security;
 
   // Throws ConfigError naming the field, its value and what is allowed.
   void validate() const;

@@ -261,6 +261,16 @@ struct CommConfig {
   // MASTER_ADDR:MASTER_PORT hosted by rank 0; "file" | "tcp" force one.
   std::string store = "auto";
   std::string host = "127.0.0.1";  // address this rank's transport binds and advertises
+  // The collectives' transport (docs/security.md): "tls" is TLS 1.3 between every pair of ranks,
+  // each proving its Ed25519 key; "tcp" is Gloo's plain TCP; "auto" is tls unless `host` is a
+  // loopback address (127.0.0.0/8, ::1, localhost), where the traffic never leaves the machine.
+  std::string transport = "auto";
+  // tls: this rank's long-term key, a `brigade keygen --kind tls` .key file ({rank} is replaced
+  // by the rank); "" = a fresh key for each job, published in the job's rendezvous store.
+  std::string key;
+  // tls: the allow-list, a .pub path with {rank}, read for every rank of the job; a rank whose
+  // key is not on it is refused. "" = any key published in the job's store (token holders).
+  std::string peer_public;
 };
 
 // What the run reports about itself (docs/metrics.md).

@@ -579,6 +579,18 @@ void Config::validate() const {
                       "others' wait at the staleness bound for a silent worker)",
                       comm.timeout_s, ps.consistency));
   require(!comm.host.empty(), "comm.host", "\"\"", "must be an address (127.0.0.1 for one host)");
+  require_one_of(comm.transport, "comm.transport", {"auto", "tcp", "tls"});
+  require(comm.transport != "tcp" || (comm.key.empty() && comm.peer_public.empty()),
+          comm.key.empty() ? "comm.peer_public" : "comm.key",
+          quote(comm.key.empty() ? comm.peer_public : comm.key),
+          "is for comm.transport = \"tls\" (or \"auto\"); plain TCP proves no key");
+  require(comm.peer_public.empty() || comm.peer_public.find("{rank}") != std::string::npos,
+          "comm.peer_public", quote(comm.peer_public),
+          "must name each rank's .pub file with {rank} for its rank (for example "
+          "\"keys/peer_{rank}.pub\", written by `brigade keygen --kind tls`)");
+  require(comm.peer_public.empty() || !comm.key.empty(), "comm.peer_public",
+          quote(comm.peer_public),
+          "needs comm.key: a rank with a fresh key would not be on the allow-list");
   // The replicas wait for rank 0's quorum decision through the store, bounded by comm.timeout_s.
   require(sync.quorum == 1.0 ||
               sync.outer_deadline_s * static_cast<double>(sync.quorum_retries + 1) < comm.timeout_s,

@@ -6,6 +6,7 @@
 
 #include "brigade/base/error.h"
 #include "brigade/comm/file_store.h"
+#include "brigade/comm/key_file.h"
 #include "brigade/comm/tcp_store.h"
 
 namespace brigade {
@@ -39,7 +40,48 @@ std::shared_ptr<Store> open_store(const CommConfig& comm, const DistEnv& env,
   return std::make_shared<TcpStore>(options);
 }
 
+std::string with_rank(const std::string& pattern, int rank) {
+  std::string out = pattern;
+  for (size_t at; (at = out.find("{rank}")) != std::string::npos;) {
+    out.replace(at, 6, std::to_string(rank));
+  }
+  return out;
+}
+
 }  // namespace
+
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+std::shared_ptr<const PeerSecurity> peer_security(const CommConfig& comm, const DistEnv& env) {
+  const bool tls =
+      comm.transport == "tls" || (comm.transport == "auto" && !is_loopback_host(comm.host));
+  if (!tls) return nullptr;
+  auto security = std::make_shared<PeerSecurity>();
+  security->identity = comm.key.empty()
+                           ? PeerIdentity::generate()
+                           : read_tls_secret_key_file(with_rank(comm.key, env.rank), "comm.key");
+  if (!comm.peer_public.empty()) {
+    for (int r = 0; r < env.world_size; ++r) {
+      security->allowed.push_back(
+          read_tls_public_key_file(with_rank(comm.peer_public, r), "comm.peer_public"));
+    }
+  }
+  security->allowed_from = "comm.peer_public";
+  security->identity_from = comm.key.empty() ? "" : "comm.key";
+  return security;
+}
+
+std::string transport_description(const CommOptions& options) {
+  const PeerSecurity* s = options.security.get();
+  if (!s) return "plain TCP (comm.transport = \"tcp\", or \"auto\" on a loopback comm.host)";
+  return fmt::format("TLS 1.3, every rank proving its Ed25519 key ({}; {})",
+                     s->identity_from.empty() ? "fresh for this job" : "from " + s->identity_from,
+                     s->allowed.empty() ? "any key published in the job's store"
+                                        : fmt::format("{} keys allowed by {}", s->allowed.size(),
+                                                      s->allowed_from));
+}
 
 ProcessGroup join_process_group(const CommConfig& comm, const DistEnv& env, bool communicator) {
   ProcessGroup group;
@@ -55,6 +97,7 @@ ProcessGroup join_process_group(const CommConfig& comm, const DistEnv& env, bool
   o.store = open_store(comm, env, timeout);
   o.timeout = timeout;
   o.hostname = comm.host;
+  o.security = peer_security(comm, env);
   o.validate();
   if (communicator) group.world = create_communicator(o);
   return group;

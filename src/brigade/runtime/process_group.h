@@ -36,4 +36,12 @@ inline constexpr const char* kStoreDirEnv = "BRIGADE_STORE_DIR";
 ProcessGroup join_process_group(const CommConfig& comm, const DistEnv& env,
                                 bool communicator = true);
 
+// Whether a comm.host keeps the transport on this machine (127.0.0.0/8, ::1, localhost).
+bool is_loopback_host(const std::string& host);
+// What comm.transport, comm.key and comm.peer_public ask of this rank: null for plain TCP, else
+// its identity (read from comm.key, or fresh) and the allow-list. ConfigError for a bad key file.
+std::shared_ptr<const PeerSecurity> peer_security(const CommConfig& comm, const DistEnv& env);
+// One line for the log: which transport the collectives use, and how peers prove themselves.
+std::string transport_description(const CommOptions& options);
+
 }  // namespace brigade

@@ -228,6 +228,8 @@ void TrainingLoop::start_or_resume() {
   log_.info("{}", ctx_.data.summary);
   engine_.log_model();
   log_.info("kernels: GEMMs on {}; {}", gemm_backend_description(), elementwise_isa_description());
+  if (ctx_.group.world)
+    log_.info("collectives: {}", transport_description(ctx_.group.world_options));
   engine_.initialize(static_cast<uint64_t>(config_.run.seed));
   restore();
   // Run again after its last step, a finished run has nothing to do: say so, and leave its
