@@ -5,7 +5,8 @@
 //    a plain TCP stream between two namespaces).
 //  * A 2-rank DDP job of a tiny GPT across the namespaces, meeting at rank 0's TCP store,
 //    ends with the same per-step losses and bitwise the same weights as the same job over
-//    loopback with `brigade launch --nproc 2`; its gradients really crossed the shaped links
+//    loopback with `brigade launch --nproc 2` (the namespaces' run over TLS, which
+//    comm.transport = "auto" picks off loopback); its gradients really crossed the shaped links
 //    (the kernel's interface counters), and the rounds in its run summary follow the derived
 //    formula for two ranks.
 //
@@ -198,6 +199,10 @@ TEST_F(WanTest, DdpAcrossNamespacesEqualsLoopback) {
                       " --set run.out_dir=" + quote(dir_ + "/wan"),
                   120);
   ASSERT_EQ(wan.exit_code, 0) << wan.output;
+  // Off loopback the collectives go over TLS by default (comm.transport = "auto"); over loopback
+  // they stay plain. The arithmetic is the same either way.
+  EXPECT_NE(wan.output.find("collectives: TLS 1.3"), std::string::npos) << wan.output;
+  EXPECT_NE(loop.output.find("collectives: plain TCP"), std::string::npos) << loop.output;
 
   // Same losses step by step, same weights bit for bit.
   Metrics ref = read_metrics(dir_ + "/loop/tiny");
