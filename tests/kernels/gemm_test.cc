@@ -375,6 +375,24 @@ TEST_P(GemmBf16Test, WithinBf16sBoundOfTheF32Product) {
   std::printf("worst error / bound %.3f\n", worst);
 }
 
+// gemm_f32 ignores the bf16 choice: bitwise the f32 product (the same sgemm call), which the
+// rounded operands of gemm() under bf16 do not give.
+TEST_P(GemmBf16Test, GemmF32KeepsF32OperandsUnderBf16) {
+  Operands o = make_operands(c, 23);
+  std::vector<float> f32_result = o.C, bf16_result = o.C, forced = o.C;
+  run(c, o, bf16_result.data());
+  gemm_f32(c.trans_a, c.trans_b, c.M, c.N, c.K, c.alpha, o.A.data(), o.lda, o.B.data(), o.ldb,
+           c.beta, forced.data(), o.ldc);
+  {
+    ScopedGemmPrecision f32(GemmPrecision::kF32);
+    run(c, o, f32_result.data());
+  }
+  EXPECT_EQ(forced, f32_result);
+  if (c.K > 0 && c.M > 0 && c.N > 0) {
+    EXPECT_NE(forced, bf16_result);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, GemmBf16Test, ::testing::ValuesIn(cases()), [](const auto& info) {
   std::ostringstream os;
   os << info.param;

@@ -13,7 +13,7 @@
 //   dq_t += scale sum_j ds_j k_j,  dk_j += scale ds_j q_t,  dv_j += p_j dout_t.
 //
 // As in FlashAttention, query rows are processed in tiles of kAttentionBlock rows too, so the
-// score block of a tile is a (rows x keys) product that gemm() computes (and likewise the
+// score block of a tile is a (rows x keys) product that gemm_f32() computes (and likewise the
 // P V, dP, dQ, dK and dV products); the softmax bookkeeping stays per row. Tiles align with
 // key blocks, so only the diagonal block of a tile needs the causal mask. The score blocks
 // live on the stack (64 KiB each); nothing is allocated. The per-row softmax bookkeeping (max,
@@ -22,6 +22,10 @@
 // 128-wide blocks measured 12-15% faster than 64 (fewer, larger tile products: call overhead and,
 // under bf16, operand rounding weigh less) and 256 slower (half of a diagonal block is masked)
 // at T = 256 (bench/RESULTS.md, "Mixed precision").
+// The tile products run in f32 under train.precision = "bf16" too (gemm_f32): rounding two
+// 128 x 64 operands to bf16 for every tile cost more than the bf16 multiply saved, and made
+// attention's backward 2x slower than in f32 on an AVX512_BF16 host (bench/RESULTS.md, "Mixed
+// precision: attention tiles in f32").
 #include "brigade/kernels/cpu/attention.h"
 
 #include <cmath>
@@ -66,11 +70,11 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
           const bool diagonal = j0 == q0;
           const int64_t keys = diagonal ? rows : kBlk;
           // S = scale Q_tile K_block^T
-          gemm(false, true, rows, keys, hs, scale, qh + q0 * C3, C3, qh + j0 * C3 + C, C3, 0.0f, S,
+          gemm_f32(false, true, rows, keys, hs, scale, qh + q0 * C3, C3, qh + j0 * C3 + C, C3, 0.0f, S,
                kBlk);
           ops.attention_softmax_block(S, kBlk, rows, keys, diagonal, m, l, oh + q0 * C, C, hs);
           // out_tile += P V_block
-          gemm(false, false, rows, hs, keys, 1.0f, S, kBlk, qh + j0 * C3 + 2 * C, C3, 1.0f,
+          gemm_f32(false, false, rows, hs, keys, 1.0f, S, kBlk, qh + j0 * C3 + 2 * C, C3, 1.0f,
                oh + q0 * C, C);
         }
         ops.attention_finish_tile(oh + q0 * C, C, rows, hs, m, l, lse + (b * NH + h) * T + q0);
@@ -109,14 +113,14 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
           const float* k_blk = qh + j0 * C3 + C;
           const float* v_blk = qh + j0 * C3 + 2 * C;
           const float* dout_tile = doh + q0 * C;
-          gemm(false, true, rows, keys, hs, scale, q_tile, C3, k_blk, C3, 0.0f, P, kBlk);
-          gemm(false, true, rows, keys, hs, 1.0f, dout_tile, C, v_blk, C3, 0.0f, dS, kBlk);
+          gemm_f32(false, true, rows, keys, hs, scale, q_tile, C3, k_blk, C3, 0.0f, P, kBlk);
+          gemm_f32(false, true, rows, keys, hs, 1.0f, dout_tile, C, v_blk, C3, 0.0f, dS, kBlk);
           ops.attention_dsoftmax_block(P, dS, kBlk, rows, keys, diagonal, lse_bh + q0, D);
           // dV_block += P^T dout_tile;  dQ_tile += scale dS K_block;  dK_block += scale dS^T Q_tile
-          gemm(true, false, keys, hs, rows, 1.0f, P, kBlk, dout_tile, C, 1.0f,
+          gemm_f32(true, false, keys, hs, rows, 1.0f, P, kBlk, dout_tile, C, 1.0f,
                dqh + j0 * C3 + 2 * C, C3);
-          gemm(false, false, rows, hs, keys, scale, dS, kBlk, k_blk, C3, 1.0f, dqh + q0 * C3, C3);
-          gemm(true, false, keys, hs, rows, scale, dS, kBlk, q_tile, C3, 1.0f, dqh + j0 * C3 + C,
+          gemm_f32(false, false, rows, hs, keys, scale, dS, kBlk, k_blk, C3, 1.0f, dqh + q0 * C3, C3);
+          gemm_f32(true, false, keys, hs, rows, scale, dS, kBlk, q_tile, C3, 1.0f, dqh + j0 * C3 + C,
                C3);
         }
       }

@@ -147,22 +147,34 @@ int blas_threads() {
   return g_threads.load(std::memory_order_relaxed);
 }
 
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+namespace {
+
+// The checks both entry points make, and the products with nothing to multiply (M or N = 0:
+// nothing to write; K = 0: C = beta C). True when the product is done.
+bool checked_and_trivial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
+                         int64_t ldb, float beta, float* C, int64_t ldc) {
   BRIGADE_CHECK(M >= 0 && N >= 0 && K >= 0) << "gemm M=" << M << " N=" << N << " K=" << K;
   BRIGADE_CHECK(beta == 0.0f || beta == 1.0f) << "gemm beta " << beta << " (0 or 1)";
   BRIGADE_CHECK(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N)
       << "gemm lda=" << lda << " ldb=" << ldb << " ldc=" << ldc << " M=" << M << " N=" << N
       << " K=" << K << " trans_a=" << trans_a << " trans_b=" << trans_b;
-  if (M == 0 || N == 0) return;
-  if (K == 0) {  // the empty product: C = beta C
+  if (M == 0 || N == 0) return true;
+  if (K == 0) {
     if (beta == 0.0f) {
       for (int64_t m = 0; m < M; ++m) {
         for (int64_t n = 0; n < N; ++n) C[m * ldc + n] = 0.0f;
       }
     }
-    return;
+    return true;
   }
+  return false;
+}
+
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (checked_and_trivial(trans_a, trans_b, M, N, K, lda, ldb, beta, C, ldc)) return;
   const detail::BackendOps& ops = detail::selected_backend_ops();
   if (gemm_precision() == GemmPrecision::kBf16) {
     BRIGADE_CHECK(ops.bf16gemm != nullptr)
@@ -176,6 +188,14 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
     return;
   }
   ops.sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+              const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+              int64_t ldc) {
+  if (checked_and_trivial(trans_a, trans_b, M, N, K, lda, ldb, beta, C, ldc)) return;
+  detail::selected_backend_ops().sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                                       ldc);
 }
 
 }  // namespace brigade

@@ -72,5 +72,10 @@ int blas_threads();
 // once a shape has been seen on the calling thread.
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// gemm() in f32 whatever set_gemm_precision() chose: for products too small to repay rounding
+// their operands to bf16 (attention's tiles). Same contract as gemm().
+void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+              const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+              int64_t ldc);
 
 }  // namespace brigade
