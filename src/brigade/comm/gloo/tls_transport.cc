@@ -156,7 +156,7 @@ class TlsPair : public tcp::Pair {
 
  protected:
   bool write(tcp::Op& op) override {
-    if (state_ == CLOSED || ssl_ == nullptr) return false;
+    if (state_ == CLOSED || !tls_ready_) return false;
     gloo::NonOwningPtr<tcp::UnboundBuffer> buf;
     const auto opcode = op.getOpcode();
     if (opcode == tcp::Op::SEND_UNBOUND_BUFFER) {
@@ -199,7 +199,7 @@ class TlsPair : public tcp::Pair {
   }
 
   bool read() override {
-    if (state_ == CLOSED || ssl_ == nullptr) return false;
+    if (state_ == CLOSED || !tls_ready_) return false;
     gloo::NonOwningPtr<tcp::UnboundBuffer> buf;
     for (;;) {
       struct iovec iov {};
