@@ -47,6 +47,23 @@ TEST_F(JobCheck, LaunchRefusesADataParallelDegreeThatIsNotTheWorld) {
   expect_nothing_started(r);
 }
 
+// Krum over DiLoCo's quorum needs more than 2f + 2 replicas in every outer step: with 3 ranks
+// and f = 1 no quorum can give that, which launch says before any worker starts (the workers
+// would each refuse it, exit 2, only after their rendezvous); with 6 ranks it is accepted.
+TEST_F(JobCheck, LaunchRefusesKrumOverAQuorumTooSmallForIt) {
+  const std::string krum =
+      "--set sync.quorum=0.8 --set sync.outer_aggregator=krum --set sync.outer_byzantine=1";
+  const auto r = brigade(launch(3, "diloco", krum));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("needs more than 2f + 2 = 4 replicas in every outer step; sync.quorum "
+                          "= 0.8 of 3 replicas guarantees 3"),
+            std::string::npos)
+      << r.output;
+  expect_nothing_started(r);
+  const auto six = brigade("check-config " + config("diloco") + " --nproc 6 " + krum);
+  EXPECT_EQ(six.exit_code, 0) << six.output;  // 0.8 of 6 guarantees 5
+}
+
 TEST_F(JobCheck, LaunchRefusesMissingDataBeforeStartingWorkers) {
   const auto r = brigade(
       launch(2, "default", "--set data.source=text --set data.path=" + dir_ + "/nothing.txt"));

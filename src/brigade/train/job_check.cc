@@ -10,6 +10,7 @@
 #include "brigade/data/input_files.h"
 #include "brigade/data/text_corpus.h"
 #include "brigade/optim/trainable_mask.h"
+#include "brigade/sync/lowcomm/quorum_exchange.h"
 #include "brigade/train/checkpointing.h"
 #include "brigade/train/fed_roles.h"
 #include "brigade/train/hybrid_layout.h"
@@ -35,9 +36,22 @@ void check_world_size(const Config& config, int64_t world_size) {
   } else if (config.sync.method == "fed") {
     federation_clients(config, world);
   } else if (is_model_parallel(config)) {
-    resolve_hybrid_layout(config, world_size);
+    check_outer_quorum(config.sync, resolve_hybrid_layout(config, world_size).shape.dp);
   } else {
-    resolve_dp_degree(config, world_size);
+    check_outer_quorum(config.sync, resolve_dp_degree(config, world_size));
+  }
+}
+
+void check_outer_quorum(const SyncConfig& s, int64_t replicas) {
+  const bool krum = s.outer_aggregator == "krum" || s.outer_aggregator == "multi_krum";
+  if (s.method != "diloco" || s.quorum >= 1.0 || !krum) return;
+  const int required = quorum_required(s.quorum, static_cast<int>(replicas));
+  if (required <= 2 * s.outer_byzantine + 2) {
+    throw ConfigError(fmt::format(
+        "sync.outer_aggregator = \"{}\" with sync.outer_byzantine = {} needs more than 2f + "
+        "2 = {} replicas in every outer step; sync.quorum = {} of {} replicas guarantees {}",
+        s.outer_aggregator, s.outer_byzantine, 2 * s.outer_byzantine + 2, s.quorum, replicas,
+        required));
   }
 }
 

@@ -17,6 +17,11 @@ int64_t resolve_dp_degree(const Config& config, int64_t world_size);
 // coordinator and fed.min_clients clients, a parallel.dp that is not the world size.
 void check_world_size(const Config& config, int64_t world_size);
 
+// DiLoCo's quorum mode with Krum or Multi-Krum: every outer step must combine more than
+// 2 sync.outer_byzantine + 2 replicas, and sync.quorum of `replicas` must guarantee it.
+// ConfigError naming the keys otherwise. Part of check_world_size.
+void check_outer_quorum(const SyncConfig& sync, int64_t replicas);
+
 // Whether the data the config names is there: the corpus folder, text or JSONL files (a file, a
 // folder or a glob, data/input_files.h), the token-shard folder, the Fashion-MNIST folder.
 // IoError naming data.path (or the default location) otherwise; and the folder train.init_from

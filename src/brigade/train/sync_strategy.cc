@@ -13,6 +13,7 @@
 #include "brigade/sync/diloco_sync.h"
 #include "brigade/sync/ps/ps_worker.h"
 #include "brigade/sync/replica_sync.h"
+#include "brigade/train/job_check.h"
 #include "brigade/train/model_factory.h"
 
 namespace brigade {
@@ -63,14 +64,7 @@ std::unique_ptr<SyncMethod> make_method(const Config& config, Model& model, Comm
                             static_cast<int64_t>(std::ceil(s.outer_deadline_s * 1e3))),
                         .retries = static_cast<int>(s.quorum_retries)},
           std::move(log));
-      const bool krum = s.outer_aggregator == "krum" || s.outer_aggregator == "multi_krum";
-      if (krum && quorum->required() <= 2 * s.outer_byzantine + 2) {
-        throw ConfigError(fmt::format(
-            "sync.outer_aggregator = \"{}\" with sync.outer_byzantine = {} needs more than 2f + "
-            "2 = {} replicas in every outer step; sync.quorum = {} of {} replicas guarantees {}",
-            s.outer_aggregator, s.outer_byzantine, 2 * s.outer_byzantine + 2, s.quorum, dp.size(),
-            quorum->required()));
-      }
+      check_outer_quorum(s, dp.size());
     }
     return std::make_unique<DilocoSync>(c, s.inner_steps, static_cast<int>(s.fragments), layout,
                                         model.params(), std::move(quorum));

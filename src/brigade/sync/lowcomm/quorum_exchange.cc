@@ -50,13 +50,17 @@ std::vector<int> parse_members(const std::string& text, int world) {
   return out;
 }
 
+int quorum_required(double quorum, int world) {
+  return std::max(1, static_cast<int>(std::ceil(quorum * world - 1e-9)));
+}
+
 QuorumExchange::QuorumExchange(std::shared_ptr<Store> store, int world, int rank,
                                QuorumOptions options, std::function<void(const std::string&)> log)
     : store_(std::move(store)),
       world_(world),
       rank_(rank),
       options_(options),
-      required_(std::max(1, static_cast<int>(std::ceil(options.quorum * world - 1e-9)))),
+      required_(quorum_required(options.quorum, world)),
       log_(std::move(log)) {
   BRIGADE_CHECK(store_ && world >= 1 && rank >= 0 && rank < world)
       << "world " << world << " rank " << rank;

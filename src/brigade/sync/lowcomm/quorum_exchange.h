@@ -37,6 +37,10 @@ struct QuorumOptions {
   int retries = 1;  // further deadlines the coordinator waits when short of the quorum, >= 0
 };
 
+// How many of `world` replicas a quorum fraction requires in every outer step: ceil(quorum *
+// world), at least 1.
+int quorum_required(double quorum, int world);
+
 class QuorumExchange {
  public:
   // log receives one line per event (who was left out of which step, retries); may be empty.
