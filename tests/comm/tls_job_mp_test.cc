@@ -1,5 +1,5 @@
 // comm.transport = "tls" end to end (docs/security.md): `brigade launch` jobs whose collectives
-// run over TLS train bitwise like the same jobs over plain TCP (DDP and DiLoCo, fresh keys per
+// run over TLS train bitwise like the same jobs over plain TCP (DDP, DiLoCo, pp = 2; fresh keys per
 // job and long-term keys of `brigade keygen --kind tls` with an allow-list); a rank holding a
 // key that is not on the allow-list stops the job with both ranks naming why, and no key, secret
 // or public, reaches the logs.
@@ -57,10 +57,15 @@ class TlsJob : public ::testing::Test {
   std::string dir_, config_;
 };
 
-TEST_F(TlsJob, DdpAndDilocoOverTlsTrainBitwiseLikePlainTcp) {
-  for (const std::string sync : {"", "--set sync.method=diloco --set sync.inner_steps=4"}) {
-    SCOPED_TRACE(sync.empty() ? "ddp" : "diloco");
-    const std::string tag = sync.empty() ? "ddp" : "diloco";
+// DDP (the world group), DiLoCo (its replica exchange) and pipeline parallelism (the mesh's
+// sub-groups, each with its own TLS rendezvous).
+TEST_F(TlsJob, DdpDilocoAndPipelineOverTlsTrainBitwiseLikePlainTcp) {
+  const std::pair<std::string, std::string> jobs[] = {
+      {"ddp", ""},
+      {"diloco", "--set sync.method=diloco --set sync.inner_steps=4"},
+      {"pp", "--set parallel.pp=2 --set train.grad_accum=2"}};
+  for (const auto& [tag, sync] : jobs) {
+    SCOPED_TRACE(tag);
     const auto tcp = train(tag + "-tcp", sync + " --set comm.transport=tcp");
     ASSERT_EQ(tcp.exit_code, 0) << tcp.output;
     const auto tls = train(tag + "-tls", sync + " --set comm.transport=tls");
