@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "brigade/base/error.h"
+#include "brigade/base/path_pattern.h"
 #include "brigade/comm/file_store.h"
 #include "brigade/comm/key_file.h"
 #include "brigade/comm/tcp_store.h"
@@ -40,14 +41,6 @@ std::shared_ptr<Store> open_store(const CommConfig& comm, const DistEnv& env,
   return std::make_shared<TcpStore>(options);
 }
 
-std::string with_rank(const std::string& pattern, int rank) {
-  std::string out = pattern;
-  for (size_t at; (at = out.find("{rank}")) != std::string::npos;) {
-    out.replace(at, 6, std::to_string(rank));
-  }
-  return out;
-}
-
 }  // namespace
 
 bool is_loopback_host(const std::string& host) {
@@ -59,13 +52,14 @@ std::shared_ptr<const PeerSecurity> peer_security(const CommConfig& comm, const 
       comm.transport == "tls" || (comm.transport == "auto" && !is_loopback_host(comm.host));
   if (!tls) return nullptr;
   auto security = std::make_shared<PeerSecurity>();
-  security->identity = comm.key.empty()
-                           ? PeerIdentity::generate()
-                           : read_tls_secret_key_file(with_rank(comm.key, env.rank), "comm.key");
+  security->identity =
+      comm.key.empty()
+          ? PeerIdentity::generate()
+          : read_tls_secret_key_file(fill_placeholder(comm.key, "{rank}", env.rank), "comm.key");
   if (!comm.peer_public.empty()) {
     for (int r = 0; r < env.world_size; ++r) {
-      security->allowed.push_back(
-          read_tls_public_key_file(with_rank(comm.peer_public, r), "comm.peer_public"));
+      security->allowed.push_back(read_tls_public_key_file(
+          fill_placeholder(comm.peer_public, "{rank}", r), "comm.peer_public"));
     }
   }
   security->allowed_from = "comm.peer_public";

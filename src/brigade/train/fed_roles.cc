@@ -8,6 +8,7 @@
 
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
+#include "brigade/base/path_pattern.h"
 #include "brigade/comm/curve_socket.h"
 #include "brigade/comm/key_file.h"
 #include "brigade/fed/client.h"
@@ -197,12 +198,7 @@ std::string client_data_folder(const FedConfig& fed, int client) {
 }
 
 std::string with_client(const std::string& pattern, int client) {
-  std::string out = pattern;
-  const std::string token = "{client}";
-  for (size_t at = out.find(token); at != std::string::npos; at = out.find(token, at)) {
-    out.replace(at, token.size(), std::to_string(client));
-  }
-  return out;
+  return fill_placeholder(pattern, "{client}", client);
 }
 
 int federation_clients(const Config& config, int world) {
