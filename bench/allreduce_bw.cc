@@ -96,8 +96,8 @@ void run_rank(int rank, const Options& opt, const std::string& store_dir) {
                   algbw * ring, sent / (ring * static_cast<double>(bytes)));
       if (tls) {
         const double t = median(tls_us);
-        std::printf(" %12.1f %12.3f %10.2f", t, static_cast<double>(bytes) / (t * 1e-6) / 1e9 * ring,
-                    t / us);
+        std::printf(" %12.1f %12.3f %10.2f", t,
+                    static_cast<double>(bytes) / (t * 1e-6) / 1e9 * ring, t / us);
       }
       std::printf("\n");
     }

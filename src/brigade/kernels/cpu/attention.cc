@@ -70,12 +70,12 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
           const bool diagonal = j0 == q0;
           const int64_t keys = diagonal ? rows : kBlk;
           // S = scale Q_tile K_block^T
-          gemm_f32(false, true, rows, keys, hs, scale, qh + q0 * C3, C3, qh + j0 * C3 + C, C3, 0.0f, S,
-               kBlk);
+          gemm_f32(false, true, rows, keys, hs, scale, qh + q0 * C3, C3, qh + j0 * C3 + C, C3, 0.0f,
+                   S, kBlk);
           ops.attention_softmax_block(S, kBlk, rows, keys, diagonal, m, l, oh + q0 * C, C, hs);
           // out_tile += P V_block
           gemm_f32(false, false, rows, hs, keys, 1.0f, S, kBlk, qh + j0 * C3 + 2 * C, C3, 1.0f,
-               oh + q0 * C, C);
+                   oh + q0 * C, C);
         }
         ops.attention_finish_tile(oh + q0 * C, C, rows, hs, m, l, lse + (b * NH + h) * T + q0);
       }
@@ -118,10 +118,11 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
           ops.attention_dsoftmax_block(P, dS, kBlk, rows, keys, diagonal, lse_bh + q0, D);
           // dV_block += P^T dout_tile;  dQ_tile += scale dS K_block;  dK_block += scale dS^T Q_tile
           gemm_f32(true, false, keys, hs, rows, 1.0f, P, kBlk, dout_tile, C, 1.0f,
-               dqh + j0 * C3 + 2 * C, C3);
-          gemm_f32(false, false, rows, hs, keys, scale, dS, kBlk, k_blk, C3, 1.0f, dqh + q0 * C3, C3);
-          gemm_f32(true, false, keys, hs, rows, scale, dS, kBlk, q_tile, C3, 1.0f, dqh + j0 * C3 + C,
-               C3);
+                   dqh + j0 * C3 + 2 * C, C3);
+          gemm_f32(false, false, rows, hs, keys, scale, dS, kBlk, k_blk, C3, 1.0f, dqh + q0 * C3,
+                   C3);
+          gemm_f32(true, false, keys, hs, rows, scale, dS, kBlk, q_tile, C3, 1.0f,
+                   dqh + j0 * C3 + C, C3);
         }
       }
     }
