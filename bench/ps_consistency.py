@@ -5,7 +5,9 @@ the default job's global batch of 16 on 4 workers), with and without one worker 
 Every method trains STEPS steps of WORKERS workers (plus SERVERS servers for "ps"), evaluating
 every EVAL steps on EVAL_BATCHES batches; runs alternate method by method so the machine's drift
 falls on all of them. A method ending in "d" (ssp3d, aspd) hands the slices of the data order out
-dynamically (ps.assignment = "dynamic"): fast workers train more of them. Reported per run, from
+dynamically (ps.assignment = "dynamic"): fast workers train more of them; one ending in "a"
+(ssp1da, aspa) has the servers apply every WORKERS pushes as one update on their mean
+(ps.aggregate = WORKERS). Reported per run, from
 worker 0's metrics.jsonl:
   wall      seconds from the first train record to the final evaluation
   val       the final validation loss: the loss at equal samples (STEPS global batches)
@@ -48,6 +50,9 @@ def run(args, method, slow_ms, out):
     else:
         nproc += args.servers
         sets.append(f"ps.servers={args.servers}")
+        if method.endswith("a"):
+            sets.append(f"ps.aggregate={args.workers}")
+            method = method[:-1]
         if method.endswith("d"):
             sets.append('ps.assignment="dynamic"')
             method = method[:-1]

@@ -129,6 +129,13 @@ TEST(ConfigBounds, MoeKeysAreValidatedWithoutExperts) {
   EXPECT_EQ(error_of({"model.capacity_factor=0"}), "") << "<= 0 means dropless";
 }
 
+TEST(ConfigBounds, PsAggregateIsARangeAndNeedsSspOrAsp) {
+  EXPECT_THAT(error_of({"ps.aggregate=0"}), HasSubstr("ps.aggregate = 0"));
+  EXPECT_THAT(error_of({"sync.method=ps", "ps.aggregate=2"}),
+              HasSubstr("ps.aggregate = 2: applies to ps.consistency = \"ssp\" or \"asp\""));
+  EXPECT_EQ(error_of({"sync.method=ps", "ps.consistency=asp", "ps.aggregate=2"}), "");
+}
+
 // Every key of the schema whose value is a float, found from the resolved config: a key that
 // takes nan through --set is a float key.
 std::vector<std::string> float_keys() {

@@ -37,7 +37,7 @@ std::vector<float> random_vector(int64_t n, uint64_t key) {
 class Server {
  public:
   Server(PsConsistency consistency, int workers, int64_t begin, int64_t end, int64_t staleness = 0,
-         bool dynamic = false)
+         bool dynamic = false, int aggregate = 1)
       : begin_(begin),
         end_(end),
         server_(PsServerOptions{.index = 0,
@@ -47,7 +47,8 @@ class Server {
                                 .consistency = consistency,
                                 .staleness = staleness,
                                 .run_tag = kTag,
-                                .dynamic = dynamic},
+                                .dynamic = dynamic,
+                                .aggregate = aggregate},
                 layout(), OptimizerConfig{.name = "sgd", .weight_decay = 0.1f, .momentum = 0.9f},
                 [this](const std::string& line) { log_.push_back(line); }) {}
 
@@ -206,6 +207,65 @@ TEST(ParameterServer, AspNeverWaits) {
   for (int64_t c = 0; c < 5; ++c) s.send(0, PsType::kPushApply, c, g, 0.1f, c + 1, 0, 0);
   EXPECT_EQ(s.replies(0).size(), 6u);  // ack + 5 pulls, worker 1 never pushed
   EXPECT_EQ(s.server().staleness().max, 4);
+}
+
+// ps.aggregate = K: the server sums pushes and applies every K as one optimizer step on their
+// mean with lr K / N, at the newest push's schedule; a pull in between reads the parameters
+// without the open group; a partial group is applied before the state is read and once no
+// worker trains any more. Reference: the textbook SGD loop on the groups' means.
+TEST(ParameterServer, AggregateAppliesEveryKPushesAsOneStepOnTheirMean) {
+  const int64_t begin = 9, end = 27;  // cuts through both tensors
+  Server s(PsConsistency::kAsp, 3, begin, end, 0, false, /*aggregate=*/2);
+  const int64_t n = s.n();
+  std::vector<float> p = random_vector(n, 1), m(static_cast<size_t>(n), 0.0f);
+  std::vector<float> init = p;
+  init.insert(init.end(), m.begin(), m.end());
+  s.send(0, PsType::kInit, 0, init);
+  std::vector<std::vector<float>> g;
+  for (uint64_t k = 0; k < 6; ++k) g.push_back(random_vector(n, 200 + k));
+  const auto mean = [&](size_t a, size_t b) {
+    std::vector<float> out(static_cast<size_t>(n));
+    for (size_t i = 0; i < out.size(); ++i) out[i] = (g[a][i] + g[b][i]) / 2.0f;
+    return out;
+  };
+  // Workers 0 and 1 form the first group (the newer push, update 2, sets lr 0.3).
+  s.send(0, PsType::kPushApply, 0, g[0], 0.3f, 2, 0, 0);
+  s.send(1, PsType::kPushApply, 0, g[1], 0.6f, 1, 0, 0);
+  naive_sgd(p, m, mean(0, 1), begin, 0.3f * 2 / 3);
+  // Worker 2's push opens the next group: the pull it carries reads the parameters without it.
+  s.send(2, PsType::kPushApply, 0, g[2], 0.3f, 3, 0, 0);
+  const PsMessage& read = s.replies(2).back();
+  ASSERT_EQ(read.header.type, static_cast<uint32_t>(PsType::kParams));
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(read.payload[i], p[static_cast<size_t>(i)], 1e-6f);
+  s.send(0, PsType::kPushApply, 1, g[3], 0.3f, 4, 0, 0);
+  naive_sgd(p, m, mean(2, 3), begin, 0.3f * 2 / 3);
+  // A state read applies the open group of one push (lr 1 / N).
+  s.send(1, PsType::kPushApply, 1, g[4], 0.3f, 5, 0, 0);
+  naive_sgd(p, m, g[4], begin, 0.3f / 3);
+  std::vector<float> state = s.state();
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(state[static_cast<size_t>(i)], p[i], 1e-5f) << i;
+  EXPECT_EQ(s.server().staleness().applied, 5);
+  EXPECT_EQ(s.server().refused(), 0);
+
+  // Dynamic assignment: the last slice's push waits for a partner until every worker is out of
+  // slices; worker 0's drain then reads it applied.
+  Server d(PsConsistency::kSsp, 2, 0, 27, /*staleness=*/1, /*dynamic=*/true, /*aggregate=*/2);
+  std::vector<float> q(27, 0.5f), v(27, 0.0f);
+  init = q;
+  init.insert(init.end(), v.begin(), v.end());
+  d.send(0, PsType::kInit, 0, init);
+  for (int w = 0; w < 2; ++w) d.send(w, PsType::kPull, 0);
+  const std::vector<float> g0(27, 1.0f), g1(27, -3.0f), g2(27, 2.0f), g01(27, -1.0f);
+  d.send(0, PsType::kPushApply, 0, g0, 0.2f, 1, 0, 0, 1, /*next_clock=*/1);
+  d.send(1, PsType::kPushApply, 0, g1, 0.2f, 1, kPsFlagNoNext, 0);
+  naive_sgd(q, v, g01, 0, 0.2f);
+  d.send(0, PsType::kPushApply, 1, g2, 0.2f, 2, kPsFlagNoNext, 1);
+  d.send(0, PsType::kPull, 0, {}, 0, 0, kPsFlagDrain);
+  naive_sgd(q, v, g2, 0, 0.1f);
+  const PsMessage& drained = d.replies(0).back();
+  ASSERT_EQ(drained.header.type, static_cast<uint32_t>(PsType::kParams));
+  for (size_t i = 0; i < 27; ++i) EXPECT_NEAR(drained.payload[i], q[i], 1e-5f) << i;
+  EXPECT_EQ(d.server().refused(), 0) << d.log().back();
 }
 
 TEST(ParameterServer, RefusesWhatDoesNotFitAndChangesNothing) {

@@ -5,7 +5,8 @@
 //   servers, SGD with momentum and AdamW, clipping on: every step's loss and gradient norm, the
 //   final validation loss, and the final checkpoint's weights and optimizer state within 1e-5
 //   relative of DDP on N ranks (itself equal to one process, tests/parallel/).
-//   SSP with staleness 0 equals BSP (plain SGD, where N pushes of lr / N are one BSP step).
+//   SSP with staleness 0 equals BSP (plain SGD, where N pushes of lr / N are one BSP step), and
+//   with ps.aggregate = N (one update per N pushes) for AdamW too.
 //   SSP with a slowed worker applies no update staler than the bound (the server's record in
 //   the metrics) and some at the bound; ASP trains the tiny GPT down.
 //   Stop and resume under BSP equals the uninterrupted run bitwise, and a PS checkpoint
@@ -162,6 +163,24 @@ TEST_F(ParameterServers, SspWithStalenessZeroEqualsBsp) {
   EXPECT_EQ(ssp.train.back()["ps_staleness_max"].get<int64_t>(), 0);
 }
 
+// ps.aggregate = N: the server applies every N pushes as one step on their mean, and with s = 0
+// those are exactly one clock's N pushes: bsp's update for AdamW too (clipping off: under ssp
+// a worker clips its own gradient, under bsp the mean).
+TEST_F(ParameterServers, SspWithStalenessZeroAndOneUpdatePerNPushesEqualsBspWithAdamW) {
+  const std::string adamw =
+      " --set sync.method=ps --set train.optimizer=adamw --set train.grad_clip=0";
+  const RunResult bsp = run("bsp-adamw", 3, adamw);
+  const RunResult ssp = run("ssp0-aggregate", 3,
+                            adamw +
+                                " --set ps.consistency=ssp --set ps.staleness=0 "
+                                "--set ps.aggregate=2");
+  ASSERT_EQ(ssp.loss.size(), static_cast<size_t>(kSteps));
+  EXPECT_NEAR(ssp.val_loss, bsp.val_loss, 1e-5 * bsp.val_loss);
+  expect_same_checkpoint(step_dir(ssp, kSteps), step_dir(bsp, kSteps), 1e-4);
+  EXPECT_EQ(ssp.train.back()["ps_staleness_max"].get<int64_t>(), 0);
+  EXPECT_EQ(ssp.train.back()["ps_updates_applied"].get<int64_t>(), 2 * kSteps);  // pushes
+}
+
 TEST_F(ParameterServers, SspBoundsTheStalenessOfASlowedWorker) {
   const RunResult ssp = run("ssp2", 3,
                             "--set sync.method=ps --set ps.consistency=ssp --set ps.staleness=2 "
@@ -271,6 +290,14 @@ TEST_F(ParameterServers, AJobWithoutWorkersIsRefusedByName) {
                              "--set ps.servers=2");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("ps.servers = 2"), std::string::npos) << r.output;
+  // More pushes per update than workers: refused before any process starts.
+  const auto a = run_command(std::string(BRIGADE_BINARY) + " launch --nproc 3 -- train " + config_ +
+                             " --set run.out_dir=" + dir_ +
+                             "/aggregate --set sync.method=ps --set ps.consistency=asp " +
+                             "--set ps.aggregate=3");
+  EXPECT_EQ(a.exit_code, 2) << a.output;
+  EXPECT_NE(a.output.find("ps.aggregate = 3"), std::string::npos) << a.output;
+  EXPECT_NE(a.output.find("2 worker(s)"), std::string::npos) << a.output;
 }
 
 }  // namespace

@@ -133,6 +133,7 @@ std::vector<Field> fields(Config& c) {
       {"ps", "consistency", &c.ps.consistency},
       {"ps", "staleness", &c.ps.staleness},
       {"ps", "staleness_lr", &c.ps.staleness_lr},
+      {"ps", "aggregate", &c.ps.aggregate},
       {"ps", "worker_timeout_s", &c.ps.worker_timeout_s},
       {"ps", "assignment", &c.ps.assignment},
       {"ps", "bind", &c.ps.bind},

@@ -189,6 +189,7 @@ struct PsConfig {
   std::string consistency = "bsp";  // "bsp" | "ssp" | "asp"
   int64_t staleness = 2;            // ssp: a worker at clock c waits until every clock >= c - s
   bool staleness_lr = false;        // ssp, asp: divide an update's step by its staleness (>= 1)
+  int64_t aggregate = 1;            // ssp, asp: pushes a server applies as one update (<= workers)
   double worker_timeout_s = 10.0;   // ssp, asp: a worker silent this long leaves the bound
   // "static": worker w trains slice w of every global batch; "dynamic" (ssp, asp): each worker
   // takes the next unassigned slice of the global data order when it is ready, so faster workers

@@ -139,6 +139,11 @@ void validate_ps(const PsConfig& ps, const SyncConfig& sync, const DataConfig& d
   require_range(ps.staleness, "ps.staleness", 0, 1 << 20);
   require(!ps.staleness_lr || ps.consistency != "bsp" || sync.method != "ps", "ps.staleness_lr",
           "true", "applies to ps.consistency = \"ssp\" or \"asp\" (under bsp no update is stale)");
+  require_range(ps.aggregate, "ps.aggregate", 1, 1 << 20);
+  require(ps.aggregate == 1 || ps.consistency != "bsp" || sync.method != "ps", "ps.aggregate",
+          std::to_string(ps.aggregate),
+          "applies to ps.consistency = \"ssp\" or \"asp\" (bsp applies every worker's push as "
+          "one update already)");
   require_one_of(ps.assignment, "ps.assignment", {"static", "dynamic"});
   if (sync.method != "ps" || ps.assignment != "dynamic") return;
   require(ps.consistency != "bsp", "ps.assignment", "\"dynamic\"",

@@ -82,9 +82,10 @@ class DpEngine final : public TrainEngine {
       const PsConfig& ps = config_.ps;
       ctx_.log.info(
           "parameter servers: {} server(s) own the parameters and optimizer state, {} "
-          "worker(s) train; consistency {}{}{}",
+          "worker(s) train; consistency {}{}{}{}",
           ps.servers, dp_size_, ps.consistency,
           ps.consistency == "ssp" ? fmt::format(" (staleness <= {})", ps.staleness) : "",
+          ps.aggregate > 1 ? fmt::format(", {} pushes per update", ps.aggregate) : "",
           ps.staleness_lr ? ", step divided by staleness" : "");
     }
   }

@@ -41,7 +41,8 @@ int serve_parameters(const Config& config, ProcessGroup& group, int workers) {
       .timeout = std::chrono::milliseconds(static_cast<int64_t>(config.comm.timeout_s * 10000)),
       .worker_timeout =
           std::chrono::milliseconds(static_cast<int64_t>(config.ps.worker_timeout_s * 1000)),
-      .dynamic = config.ps.assignment == "dynamic"};
+      .dynamic = config.ps.assignment == "dynamic",
+      .aggregate = static_cast<int>(config.ps.aggregate)};
   auto log_line = [&log](const std::string& line) { log.line(line); };
   ParameterServer server(options, model->layout(), optimizer_config(config.train), log_line);
   const CurveKeyPair keys = CurveKeyPair::generate();
@@ -87,6 +88,12 @@ int ps_workers(const Config& config, int world) {
         fmt::format("ps.servers = {}: the job has {} process(es), so none would be "
                     "left to train; use at most {} servers or start more processes",
                     config.ps.servers, world, world - 1));
+  }
+  if (config.sync.method == "ps" && config.ps.aggregate > workers) {
+    throw ConfigError(fmt::format(
+        "ps.aggregate = {}: a group of pushes holds at most one per worker's step in flight, and "
+        "the job has {} worker(s); use 1..{}",
+        config.ps.aggregate, workers, workers));
   }
   return static_cast<int>(workers);
 }

@@ -48,6 +48,7 @@ ParameterServer::ParameterServer(const PsServerOptions& options, const ParamLayo
       out_(static_cast<size_t>(options.workers), 0),
       last_heard_(static_cast<size_t>(options.workers), std::chrono::steady_clock::now()) {
   joined_[0] = 1;  // worker 0 starts the servers (kInit) and never joins
+  if (options_.aggregate > 1) group_sum_.assign(static_cast<size_t>(n_), 0.0f);
   if (options_.consistency == PsConsistency::kBsp) {
     mean_.resize(static_cast<size_t>(n_));
     pushed_.assign(static_cast<size_t>(options.workers),
@@ -152,6 +153,8 @@ void ParameterServer::leave_silent(std::chrono::steady_clock::time_point now, co
 }
 
 void ParameterServer::answer_ready_pulls(const Reply& reply) {
+  // No worker is training: no push can complete the open group, so it is applied as it is.
+  if (group_size_ > 0 && others_finished(-1)) apply_group();
   for (size_t w = 0; w < pending_pull_.size(); ++w) {
     if (pending_pull_[w] >= 0 && pull_ready(pending_pull_[w])) {
       pending_pull_[w] = -1;
@@ -329,14 +332,7 @@ void ParameterServer::on_push_apply(const PsMessage& m, const Reply& reply) {
   if (h.count != (skip ? 0 : n_)) {
     return refuse(w, fmt::format("{} gradient values (the range has {})", h.count, n_));
   }
-  if (!skip) {
-    const int64_t staleness = h.clock - h.read_clock;
-    float lr = h.lr / static_cast<float>(options_.workers);
-    if (options_.staleness_lr && staleness > 1) lr /= static_cast<float>(staleness);
-    optimizer_->step(params_.data() - options_.begin, m.payload - options_.begin, options_.begin,
-                     options_.end, lr, h.updates);
-    staleness_.add(staleness);
-  }
+  if (!skip) apply_push(m, h.clock - h.read_clock);
   // The pull of the next clock comes with the push, so that no other push can be applied
   // between them: with staleness 0 every worker then reads exactly the clocks before its own.
   if (!options_.dynamic) {
@@ -347,6 +343,37 @@ void ParameterServer::on_push_apply(const PsMessage& m, const Reply& reply) {
     pending_pull_[h.worker] = clock_[h.worker] = h.next_clock;
   }
   answer_ready_pulls(reply);
+}
+
+void ParameterServer::apply_push(const PsMessage& m, int64_t staleness) {
+  const PsHeader& h = m.header;
+  staleness_.add(staleness);
+  const float weight =
+      options_.staleness_lr && staleness > 1 ? 1.0f / static_cast<float>(staleness) : 1.0f;
+  if (options_.aggregate <= 1) {
+    optimizer_->step(params_.data() - options_.begin, m.payload - options_.begin, options_.begin,
+                     options_.end, weight * h.lr / static_cast<float>(options_.workers), h.updates);
+    return;
+  }
+  for (int64_t i = 0; i < n_; ++i) group_sum_[static_cast<size_t>(i)] += weight * m.payload[i];
+  // The group steps at its newest push's schedule (a stale push carries an older lr).
+  if (h.updates >= group_updates_) {
+    group_updates_ = h.updates;
+    group_lr_ = h.lr;
+  }
+  if (++group_size_ == options_.aggregate) apply_group();
+}
+
+void ParameterServer::apply_group() {
+  if (group_size_ == 0) return;
+  const float k = static_cast<float>(group_size_);
+  for (float& v : group_sum_) v /= k;
+  optimizer_->step(params_.data() - options_.begin, group_sum_.data() - options_.begin,
+                   options_.begin, options_.end,
+                   group_lr_ * k / static_cast<float>(options_.workers), group_updates_);
+  std::fill(group_sum_.begin(), group_sum_.end(), 0.0f);
+  group_size_ = 0;
+  group_updates_ = -1;
 }
 
 void ParameterServer::on_pull(const PsMessage& m, const Reply& reply) {
@@ -380,6 +407,7 @@ void ParameterServer::on_pull(const PsMessage& m, const Reply& reply) {
 void ParameterServer::on_state_get(const PsMessage& m, const Reply& reply) {
   const int w = static_cast<int>(m.header.worker);
   if (!initialized_) return refuse(w, "state requested before init");
+  apply_group();  // what is saved holds every push received
   std::vector<float> all(static_cast<size_t>(state_values()));
   std::copy(params_.begin(), params_.end(), all.begin());
   for (size_t i = 0; i < state_.size(); ++i) {

@@ -15,6 +15,13 @@
 //        once every live worker has completed clock c - s (Ho et al., NIPS 2013), so no applied
 //        gradient was computed on parameters more than s clocks old.
 //   asp  As ssp without the wait.
+// With aggregate = K > 1 (ssp, asp) the server sums pushes as they arrive and applies every K of
+// them as one optimizer step on their mean with lr K / N (K-batch asynchronous SGD, Dutta et
+// al., AISTATS 2018; TensorFlow's SyncReplicasOptimizer): the moments see K workers' gradients
+// at once, as under bsp, while no worker waits for the others. A partial group is applied when
+// no worker is training any more and before the state is read (a checkpoint holds every push
+// received). With K = N and s = 0 the N pushes of a group are exactly one clock's: bsp's update
+// for every optimizer.
 // Staleness of an update = its clock minus the clock every worker had completed when its
 // parameters were read; with ps.staleness_lr the step is further divided by max(1, staleness)
 // (Zhang et al., IJCAI 2016). Every applied update's staleness is recorded and sent with each
@@ -73,6 +80,7 @@ struct PsServerOptions {
   // ssp, asp: a silent worker leaves the bound after this long (ps.worker_timeout_s); 0: never.
   std::chrono::milliseconds worker_timeout{0};
   bool dynamic = false;  // ssp, asp: ps.assignment = "dynamic" (see the top of this file)
+  int aggregate = 1;     // ssp, asp: pushes per applied update, K (see the top of this file)
 };
 
 class ParameterServer {
@@ -114,9 +122,13 @@ class ParameterServer {
   // Clocks every live worker has completed.
   int64_t completed_clock() const;
   bool pull_ready(int64_t clock) const;
-  // Dynamic: whether every worker but `worker` is out of slices, stopped or gone.
+  // Whether every worker but `worker` (-1: every worker) is out of slices, stopped or gone.
   bool others_finished(int worker) const;
   void answer_ready_pulls(const Reply& reply);
+  // ssp/asp: one push applied, or (aggregate > 1) added to the open group.
+  void apply_push(const PsMessage& m, int64_t staleness);
+  // aggregate > 1: the open group's mean as one optimizer step; nothing when it is empty.
+  void apply_group();
   void send_params(int worker, const Reply& reply);
   PsHeader reply_header(PsType type, int worker) const;
 
@@ -129,8 +141,12 @@ class ParameterServer {
   std::vector<float> mean_;                 // bsp: the clock's mean gradient
   std::vector<std::vector<float>> pushed_;  // bsp: each worker's gradient of the open clock
   std::vector<int64_t> clock_;              // per worker: clocks completed (pushed and applied)
-  std::vector<char> pushed_open_;           // bsp: pushed the open clock
-  std::vector<char> applied_open_;          // bsp: sent kApply for the open clock
+  std::vector<float> group_sum_;            // aggregate > 1: the open group's gradient sum
+  int64_t group_size_ = 0;                  // pushes in it
+  float group_lr_ = 0;                      // the lr and update count of its newest push
+  int64_t group_updates_ = -1;
+  std::vector<char> pushed_open_;   // bsp: pushed the open clock
+  std::vector<char> applied_open_;  // bsp: sent kApply for the open clock
   std::vector<char> stopped_;
   std::vector<int64_t> pending_pull_;  // per worker: the clock it waits for, or -1
   std::vector<char> left_;             // ssp/asp: silent too long, out of the bound
