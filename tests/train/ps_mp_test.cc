@@ -284,6 +284,33 @@ TEST_F(ParameterServers, DynamicAssignmentHandsTheSlowedWorkerFewerSlices) {
   run("dynamic-bsp", kWorkers + 1, "--set sync.method=ps --set ps.assignment=dynamic", "", 2);
 }
 
+// Checkpoints under ssp are consistent cuts (ps_server.h): with a slowed worker that the others
+// would run ahead of, the checkpoint of step t holds exactly the t x N pushes of the steps before
+// it (the servers' count, saved in the manifest), under static and dynamic assignment alike,
+// and the final one every push of the run.
+TEST_F(ParameterServers, SspCheckpointsAreConsistentCuts) {
+  constexpr int kWorkers = 3, kLongSteps = 12, kEvery = 4;
+  for (const std::string assignment : {"static", "dynamic"}) {
+    SCOPED_TRACE(assignment);
+    const RunResult r = run("cuts-" + assignment, kWorkers + 1,
+                            "--set sync.method=ps --set ps.consistency=ssp --set ps.staleness=3 "
+                            "--set train.keep_checkpoints=10 --set ps.assignment=" +
+                                assignment + " --set train.steps=" + std::to_string(kLongSteps) +
+                                " --set train.ckpt_every=" + std::to_string(kEvery),
+                            "env BRIGADE_FAULT_SLOW_RANK=1 BRIGADE_FAULT_SLOW_MS=40 ");
+    for (int step = kEvery; step <= kLongSteps; step += kEvery) {
+      std::ifstream in(step_dir(r, step) + "/manifest.json");
+      ASSERT_TRUE(in) << step_dir(r, step);
+      const nlohmann::json ps = nlohmann::json::parse(in)["state"]["ps"];
+      EXPECT_TRUE(ps["consistent_cut"].get<bool>()) << "step " << step;
+      EXPECT_EQ(ps["updates_applied"].get<int64_t>(), kWorkers * step) << "step " << step;
+    }
+    int64_t max = 0;
+    for (const auto& j : r.train) max = std::max(max, j["ps_staleness_max"].get<int64_t>());
+    EXPECT_LE(max, 3);
+  }
+}
+
 TEST_F(ParameterServers, AJobWithoutWorkersIsRefusedByName) {
   const auto r = run_command(std::string(BRIGADE_BINARY) + " launch --nproc 2 -- train " + config_ +
                              " --set run.out_dir=" + dir_ + "/none --set sync.method=ps " +

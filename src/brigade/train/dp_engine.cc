@@ -163,8 +163,16 @@ class DpEngine final : public TrainEngine {
   void skip_update(int64_t updates) override {
     if (ps_) ps_->skip_step(updates);
   }
-  void prepare_checkpoint() override {
-    if (ps_) ps_->prepare_checkpoint();
+  void prepare_checkpoint(int64_t step) override {
+    if (!ps_) return;
+    ps_->prepare_checkpoint(step);
+    if (!ps_->saved_state().cut) {
+      ctx_.log.info(
+          "checkpoint of step {}: the servers' state of this moment, not a consistent cut (a "
+          "save between checkpoint steps, e.g. on a signal): fast workers' later updates may "
+          "be in it and slow workers' earlier ones not",
+          step);
+    }
   }
 
   void add_step_metrics(nlohmann::json& rec, bool applied, int64_t updates, bool last,
@@ -210,7 +218,14 @@ class DpEngine final : public TrainEngine {
     return {{"dp", dp_size_}, {"zero", sync_->zero_stage()}, {"sync", config_.sync.method}};
   }
   nlohmann::json checkpoint_extra() const override {
-    return {{"sync", sync_record(config_, dp_size_)}};
+    nlohmann::json extra = {{"sync", sync_record(config_, dp_size_)}};
+    // What the servers' state holds (after prepare_checkpoint): the updates applied, and
+    // whether it is a consistent cut of the saved step.
+    if (ps_) {
+      extra["ps"] = {{"updates_applied", ps_->saved_state().updates_applied},
+                     {"consistent_cut", ps_->saved_state().cut}};
+    }
+    return extra;
   }
   void check_resume(const SavedState& s, const std::string& dir) const override {
     check_sync_record(s.extra, config_, dp_size_, dir);

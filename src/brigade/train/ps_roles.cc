@@ -42,7 +42,10 @@ int serve_parameters(const Config& config, ProcessGroup& group, int workers) {
       .worker_timeout =
           std::chrono::milliseconds(static_cast<int64_t>(config.ps.worker_timeout_s * 1000)),
       .dynamic = config.ps.assignment == "dynamic",
-      .aggregate = static_cast<int>(config.ps.aggregate)};
+      .aggregate = static_cast<int>(config.ps.aggregate),
+      .cut_every = config.train.ckpt_every,
+      .steps = config.train.steps,
+      .stop_after = config.run.stop_after};
   auto log_line = [&log](const std::string& line) { log.line(line); };
   ParameterServer server(options, model->layout(), optimizer_config(config.train), log_line);
   const CurveKeyPair keys = CurveKeyPair::generate();

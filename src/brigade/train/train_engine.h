@@ -81,8 +81,8 @@ class TrainEngine {
 
   // ---- Checkpoints ----
   // Right before the pieces are copied for a save: brings them up to date where they live
-  // elsewhere (parameter servers own the parameters and optimizer state).
-  virtual void prepare_checkpoint() {}
+  // elsewhere (parameter servers own the parameters and optimizer state), as of `step`.
+  virtual void prepare_checkpoint(int64_t /*step*/) {}
   // This rank's state as pieces of the checkpoint's global tensors (fixed list, no copies).
   virtual std::vector<StatePiece> checkpoint_pieces() = 0;
   // Stored in the manifest (the layout that wrote it).

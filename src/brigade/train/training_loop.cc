@@ -345,11 +345,11 @@ void TrainingLoop::eval_and_record(int64_t step, bool final) {
 // A failed save is reported when it is found and retried by the next checkpoint.
 void TrainingLoop::checkpoint(int64_t step, bool last) {
   if (!ckpt_) return;  // a rank that does not save (restore())
+  engine_.prepare_checkpoint(step);
   SavedState state{.step = step, .updates = updates_, .extra = engine_.checkpoint_extra()};
   state.extra["sampler"] = engine_.loader().sampler().state(step);
   state.extra["config"] = config_.to_toml();
   state.extra["provenance"] = provenance_;
-  engine_.prepare_checkpoint();
   const std::vector<SaveResult> done = ckpt_->save(state);
   progress_.interrupt();
   for (const SaveResult& r : done) report_save(r, last && r.step == step);
@@ -538,6 +538,10 @@ int TrainingLoop::run() {
     return every > 0 && after / every > before / every;
   };
   int64_t prev_done = start_step_;
+  // Dynamic assignment: checkpoints are the servers' cuts (sync/ps/ps_server.h), taken at a
+  // multiple of ckpt_every once every slice before it is applied; worker 0 saves the last one
+  // its next slice has reached.
+  int64_t prev_reached = engine_.next_step(start_step_, end);
   for (int64_t step = engine_.next_step(start_step_, end); step < end;
        step = engine_.next_step(step + 1, end)) {
     // The window opens at its first step, or at the first step of a run resumed inside it.
@@ -574,13 +578,21 @@ int TrainingLoop::run() {
       eval_and_record(done, false);
       times.eval_s = eval.seconds();
     }
-    if (passes(prev_done, done, t.ckpt_every)) {
+    bool save = passes(prev_done, done, t.ckpt_every);
+    int64_t save_step = done;
+    if (engine_.assigns_steps()) {
+      const int64_t reached = engine_.next_step(done, end);  // end: no slice left (the drain)
+      save = reached < end && passes(prev_reached, reached, t.ckpt_every);
+      save_step = t.ckpt_every > 0 ? reached / t.ckpt_every * t.ckpt_every : done;
+      prev_reached = reached;
+    }
+    if (save) {
       const TraceSpan span("checkpoint", "checkpoint (blocking part)");
       // The invocation's last step: its save has no next interval to retry it (a failure can
       // come back at once, from save() itself, when the background write fails fast).
-      checkpoint(done, done == end);
+      checkpoint(save_step, save_step == end);
       times.checkpoint_s = ckpt_ ? ckpt_->last_blocking_s() : 0.0;
-      last_saved = done;
+      last_saved = save_step;
     }
     // The step's record closes it: every part of its wall time, evaluation and the blocking
     // part of a checkpoint included, so the parts sum to ms_per_step.

@@ -31,14 +31,16 @@ enum class PsType : uint32_t {
                    // unless flagged kPsFlagNoNext)
   kPull = 5,       // parameters for clock `clock`, once the consistency model allows (flagged
                    // kPsFlagDrain: once every other worker has stopped or left)
-  kStateGet = 6,   // worker 0: parameters and optimizer state, for a checkpoint
+  kStateGet = 6,   // worker 0: parameters and optimizer state, for a checkpoint of step
+                   // `updates` (ssp/asp: the servers' cut of that step when they took one)
   kStop = 7,       // this worker is done
   kJoin = 8,       // workers 1..N-1 at start (a restarted one: rejoining): the server answers
                    // kJoined once initialised
   // server -> worker
   kNorm = 16,    // bsp: the squared norm of the range's mean gradient (header.value)
   kParams = 17,  // the range's parameters; header.clock = clocks every worker has completed
-  kState = 18,   // parameters then optimizer state buffers
+  kState = 18,   // parameters then optimizer state buffers; updates = the pushes they hold
+                 // (bsp: clocks), flagged kPsFlagCut when they are a consistent cut
   kAck = 19,     // kInit was applied
   kJoined = 20,  // clock = the clocks this worker has completed, updates = the step the job's
                  // invocation started at (worker 0's kInit); flagged kPsFlagRejoin when the
@@ -47,7 +49,7 @@ enum class PsType : uint32_t {
 const char* ps_type_name(PsType type);
 
 inline constexpr uint32_t kPsMagic = 0x31535042;  // "BPS1"
-inline constexpr uint32_t kPsVersion = 2;
+inline constexpr uint32_t kPsVersion = 3;
 inline constexpr uint32_t kPsFlagSkip = 1;  // kApply, kPushApply: the worker skips this update
 // kPull after kJoin: the worker resumes at `clock`, which may be ahead of this server's count
 // for it (it died between its pushes to two servers): the server moves its count there.
@@ -58,6 +60,9 @@ inline constexpr uint32_t kPsFlagRejoin = 2;
 // checkpoint hold every slice's update.
 inline constexpr uint32_t kPsFlagNoNext = 4;
 inline constexpr uint32_t kPsFlagDrain = 8;
+// kState: the state is a consistent cut of the step asked for: every update of the steps
+// before it applied and none of a later one (ps_server.h, "Checkpoints").
+inline constexpr uint32_t kPsFlagCut = 16;
 
 struct PsHeader {
   uint32_t magic = kPsMagic;

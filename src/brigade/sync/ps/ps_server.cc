@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "brigade/base/error.h"
+#include "brigade/base/stop_after.h"
 
 namespace brigade {
 
@@ -102,6 +103,7 @@ bool ParameterServer::others_finished(int worker) const {
 bool ParameterServer::pull_ready(int64_t clock) const {
   if (!initialized_) return false;
   if (clock == kDrainClock) return others_finished(0);
+  if (next_cut_ >= 0 && clock >= clock_of(next_cut_)) return false;  // take_cuts() first
   switch (options_.consistency) {
     case PsConsistency::kBsp:
       return completed_clock() >= clock;
@@ -111,6 +113,32 @@ bool ParameterServer::pull_ready(int64_t clock) const {
       return true;
   }
   return false;
+}
+
+void ParameterServer::copy_state(float* out) const {
+  std::copy(params_.begin(), params_.end(), out);
+  for (size_t i = 0; i < state_.size(); ++i) {
+    std::copy(state_[i].data, state_[i].data + n_, out + static_cast<int64_t>(i + 1) * n_);
+  }
+}
+
+int64_t ParameterServer::cut_after(int64_t step) const {
+  if (options_.consistency == PsConsistency::kBsp) return -1;  // every clock is one
+  int64_t cut = options_.cut_every > 0 ? (step / options_.cut_every + 1) * options_.cut_every : -1;
+  // Under dynamic assignment the end is the drain (ps_worker.h), which is a cut already.
+  if (!options_.dynamic && end_step_ > step && (cut < 0 || cut > end_step_)) cut = end_step_;
+  return cut >= 0 && cut <= end_step_ ? cut : -1;
+}
+
+void ParameterServer::take_cuts() {
+  while (initialized_ && next_cut_ >= 0 && completed_clock() >= clock_of(next_cut_)) {
+    apply_group();  // the open group's pushes are of clocks before the cut
+    cut_state_.resize(static_cast<size_t>(state_values()));
+    copy_state(cut_state_.data());
+    cut_step_ = next_cut_;
+    cut_applied_ = staleness_.applied;
+    next_cut_ = cut_after(next_cut_);
+  }
 }
 
 void ParameterServer::send_params(int worker, const Reply& reply) {
@@ -155,6 +183,7 @@ void ParameterServer::leave_silent(std::chrono::steady_clock::time_point now, co
 void ParameterServer::answer_ready_pulls(const Reply& reply) {
   // No worker is training: no push can complete the open group, so it is applied as it is.
   if (group_size_ > 0 && others_finished(-1)) apply_group();
+  take_cuts();
   for (size_t w = 0; w < pending_pull_.size(); ++w) {
     if (pending_pull_[w] >= 0 && pull_ready(pending_pull_[w])) {
       pending_pull_[w] = -1;
@@ -223,6 +252,8 @@ void ParameterServer::on_init(const PsMessage& m, const Reply& reply) {
   }
   initialized_ = true;
   base_step_ = m.header.updates;
+  end_step_ = invocation_end(options_.steps, base_step_, options_.stop_after);
+  next_cut_ = cut_after(base_step_);
   // Dynamic clocks are global steps: no worker has a slice before the invocation's first.
   if (options_.dynamic) std::fill(clock_.begin(), clock_.end(), base_step_);
   last_heard_[0] = std::chrono::steady_clock::now();
@@ -407,14 +438,19 @@ void ParameterServer::on_pull(const PsMessage& m, const Reply& reply) {
 void ParameterServer::on_state_get(const PsMessage& m, const Reply& reply) {
   const int w = static_cast<int>(m.header.worker);
   if (!initialized_) return refuse(w, "state requested before init");
-  apply_group();  // what is saved holds every push received
-  std::vector<float> all(static_cast<size_t>(state_values()));
-  std::copy(params_.begin(), params_.end(), all.begin());
-  for (size_t i = 0; i < state_.size(); ++i) {
-    std::copy(state_[i].data, state_[i].data + n_, all.begin() + static_cast<int64_t>(i + 1) * n_);
-  }
   PsHeader h = reply_header(PsType::kState, w);
   h.count = state_values();
+  if (cut_step_ >= 0 && m.header.updates == cut_step_) {
+    h.flags = kPsFlagCut;
+    h.updates = cut_applied_;
+    return reply(w, encode_ps_message(h, cut_state_.data()));
+  }
+  apply_group();  // what is saved holds every push received
+  // bsp: every clock is a cut; ssp/asp: only when no worker trains any more (the drain).
+  if (options_.consistency == PsConsistency::kBsp || others_finished(0)) h.flags = kPsFlagCut;
+  h.updates = staleness_.applied;
+  std::vector<float> all(static_cast<size_t>(state_values()));
+  copy_state(all.data());
   reply(w, encode_ps_message(h, all.data()));
 }
 

@@ -47,6 +47,16 @@
 // and the staleness keep their meaning, counted in global steps. A worker out of slices leaves
 // the bound with its last push (kPsFlagNoNext); worker 0's last pull (kPsFlagDrain) is
 // answered once every other worker is out, stopped or gone, with every slice applied.
+//
+// Checkpoints (ssp, asp): consistent cuts. The steps a checkpoint can be taken at are known in
+// advance: the multiples of cut_every (train.ckpt_every) and, under static assignment, the
+// invocation's last step. A pull for a clock at or past the next such step waits until every
+// live worker has completed the clocks before it; the server then copies its state (the cut:
+// every update of an earlier step applied, none of a later one, since no worker has read
+// parameters for one) and answers the pulls. Worker 0's state request for a step names it and
+// gets the cut of that step (flagged kPsFlagCut), else the state of the moment. A checkpoint
+// thus costs the fast workers one wait for the slowest at each checkpoint step, like a bsp
+// clock, and resuming from it trains every later slice exactly once.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -81,6 +91,11 @@ struct PsServerOptions {
   std::chrono::milliseconds worker_timeout{0};
   bool dynamic = false;  // ssp, asp: ps.assignment = "dynamic" (see the top of this file)
   int aggregate = 1;     // ssp, asp: pushes per applied update, K (see the top of this file)
+  // ssp, asp: checkpoint steps (see the top of this file): train.ckpt_every (0: only the last
+  // step) and the invocation's end (train.steps, run.stop_after) from the start step.
+  int64_t cut_every = 0;
+  int64_t steps = 0;
+  int64_t stop_after = 0;
 };
 
 class ParameterServer {
@@ -122,6 +137,14 @@ class ParameterServer {
   // Clocks every live worker has completed.
   int64_t completed_clock() const;
   bool pull_ready(int64_t clock) const;
+  // ssp/asp checkpoints: the first cut step after `step` (a global step), or -1.
+  int64_t cut_after(int64_t step) const;
+  // A global step in the server's clocks (static: counted from the invocation's start).
+  int64_t clock_of(int64_t step) const { return options_.dynamic ? step : step - base_step_; }
+  // The parameters, then each optimizer state buffer (kInit's and kState's layout).
+  void copy_state(float* out) const;
+  // Takes every cut the workers have reached (copies the state).
+  void take_cuts();
   // Whether every worker but `worker` (-1: every worker) is out of slices, stopped or gone.
   bool others_finished(int worker) const;
   void answer_ready_pulls(const Reply& reply);
@@ -156,6 +179,11 @@ class ParameterServer {
   // Per worker: when it last sent a message or was last answered (from then it owes one).
   std::vector<std::chrono::steady_clock::time_point> last_heard_;
   int64_t base_step_ = 0;  // the step the invocation started at (kInit's updates)
+  int64_t end_step_ = 0;   // the step it ends at
+  int64_t next_cut_ = -1;  // ssp/asp: the next checkpoint step (global), -1: none left
+  int64_t cut_step_ = -1;  // the step of the last cut taken, its state and its pushes
+  std::vector<float> cut_state_;
+  int64_t cut_applied_ = 0;
   int64_t left_events_ = 0;
   int64_t rejoins_ = 0;
   PsHeader apply_;  // bsp: the open clock's kApply (the first one)

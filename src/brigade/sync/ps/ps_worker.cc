@@ -228,14 +228,21 @@ void PsWorker::skip_step(int64_t updates) {
   independent_steps() ? push_apply(0.0f, updates, true) : apply(0.0f, updates, true);
 }
 
-void PsWorker::prepare_checkpoint() {
+void PsWorker::prepare_checkpoint(int64_t step) {
   if (!staging_) return;
   std::vector<StateView> state = staging_->state_tensors();
-  for (int k = 0; k < options_.servers; ++k) send(k, header(PsType::kStateGet), nullptr);
+  for (int k = 0; k < options_.servers; ++k) {
+    PsHeader h = header(PsType::kStateGet);
+    h.updates = step;
+    send(k, h, nullptr);
+  }
+  saved_ = SavedState{};
   for (int k = 0; k < options_.servers; ++k) {
     const auto [begin, end] = ranges_[static_cast<size_t>(k)];
     const int64_t n = end - begin;
     PsMessage m = receive(k, PsType::kState);
+    saved_.cut = saved_.cut && (m.header.flags & kPsFlagCut) != 0;
+    if (k == 0) saved_.updates_applied = m.header.updates;
     if (m.header.count != n * static_cast<int64_t>(1 + state.size())) {
       throw CommError(CommError::Kind::kOther,
                       fmt::format("parameter server {} sent {} state values (expected {})", k,

@@ -83,8 +83,14 @@ class PsWorker : public DpStrategy {
   void step(float lr, int64_t step) override;
   // A skipped update (non-finite under train.on_nonfinite = "skip"): the clock still advances.
   void skip_step(int64_t updates);
-  // Worker 0: fetches the servers' parameters and optimizer state for the pieces below.
-  void prepare_checkpoint();
+  // Worker 0: fetches the servers' parameters and optimizer state of `step` for the pieces below
+  // (ssp/asp: the servers' cut of that step, ps_server.h).
+  void prepare_checkpoint(int64_t step);
+  struct SavedState {
+    bool cut = true;              // a consistent cut of the step (every server said so)
+    int64_t updates_applied = 0;  // server 0's: pushes (bsp: clocks)
+  };
+  const SavedState& saved_state() const { return saved_; }
   std::vector<StatePiece> checkpoint_pieces() override;
   void after_restore(bool resumed) override;
   // Before after_restore: the step this invocation starts at (worker 0 tells the servers).
@@ -145,6 +151,7 @@ class PsWorker : public DpStrategy {
   double sum_squares_ = 0;
   float scale_ = 1.0f;
   PsStalenessRecord staleness_;
+  SavedState saved_;
 };
 
 }  // namespace brigade
