@@ -37,7 +37,7 @@ std::vector<float> random_vector(int64_t n, uint64_t key) {
 class Server {
  public:
   Server(PsConsistency consistency, int workers, int64_t begin, int64_t end, int64_t staleness = 0,
-         bool dynamic = false, int aggregate = 1)
+         bool dynamic = false, int aggregate = 1, int64_t cut_every = 0, int64_t steps = 0)
       : begin_(begin),
         end_(end),
         server_(PsServerOptions{.index = 0,
@@ -48,7 +48,9 @@ class Server {
                                 .staleness = staleness,
                                 .run_tag = kTag,
                                 .dynamic = dynamic,
-                                .aggregate = aggregate},
+                                .aggregate = aggregate,
+                                .cut_every = cut_every,
+                                .steps = steps},
                 layout(), OptimizerConfig{.name = "sgd", .weight_decay = 0.1f, .momentum = 0.9f},
                 [this](const std::string& line) { log_.push_back(line); }) {}
 
@@ -80,12 +82,13 @@ class Server {
       replies_[worker].push_back(std::move(*m));
     };
   }
-  // Parameters and momentum as the server holds them (through kStateGet).
-  std::vector<float> state() {
-    send(0, PsType::kStateGet, 0);
+  // Parameters and momentum as the server holds them (through kStateGet), for a save of `step`.
+  std::vector<float> state(int64_t step = 0, PsHeader* reply_header = nullptr) {
+    send(0, PsType::kStateGet, 0, {}, 0, step);
     PsMessage m = std::move(replies_[0].back());
     replies_[0].pop_back();
     EXPECT_EQ(m.header.type, static_cast<uint32_t>(PsType::kState));
+    if (reply_header) *reply_header = m.header;
     return std::vector<float>(m.payload, m.payload + m.header.count);
   }
   std::vector<PsMessage>& replies(int worker) { return replies_[worker]; }
@@ -266,6 +269,44 @@ TEST(ParameterServer, AggregateAppliesEveryKPushesAsOneStepOnTheirMean) {
   ASSERT_EQ(drained.header.type, static_cast<uint32_t>(PsType::kParams));
   for (size_t i = 0; i < 27; ++i) EXPECT_NEAR(drained.payload[i], q[i], 1e-5f) << i;
   EXPECT_EQ(d.server().refused(), 0) << d.log().back();
+}
+
+// Checkpoints under ssp are consistent cuts: with ckpt_every = 2 over 5 steps the cuts are steps
+// 2, 4 and 5. A pull at or past the next cut waits (though the bound s = 3 would allow it) until
+// every worker has completed the clocks before it; the server then copies its state, which a
+// save of that step gets, flagged, while a save of another step gets the state of the moment.
+TEST(ParameterServer, SspHoldsPullsAtACheckpointStepAndSavesTheCut) {
+  Server s(PsConsistency::kSsp, 2, 0, 27, /*staleness=*/3, false, 1, /*cut_every=*/2,
+           /*steps=*/5);
+  s.send(0, PsType::kInit, 0, std::vector<float>(2 * 27, 0.5f));
+  for (int w = 0; w < 2; ++w) s.send(w, PsType::kPull, 0);
+  s.replies(0).clear();
+  const std::vector<float> g(27, 1.0f);
+  const auto push = [&](int w, int64_t clock) {
+    s.send(w, PsType::kPushApply, clock, g, 0.2f, clock + 1, 0, /*read_clock=*/0);
+  };
+  push(0, 0);
+  EXPECT_EQ(s.replies(0).size(), 1u) << "clock 1 is before the cut";
+  push(0, 1);
+  EXPECT_EQ(s.replies(0).size(), 1u) << "clock 2 is the cut: held until worker 1 completes 1";
+  push(1, 0);
+  EXPECT_EQ(s.replies(0).size(), 1u);
+  push(1, 1);
+  ASSERT_EQ(s.replies(0).size(), 2u);
+  ASSERT_EQ(s.replies(1).size(), 3u);
+  push(0, 2);  // past the cut: applied to the live state only
+  EXPECT_EQ(s.replies(0).size(), 3u);
+  std::vector<float> p(27, 0.5f), m(27, 0.5f);
+  for (int k = 0; k < 4; ++k) naive_sgd(p, m, g, 0, 0.1f);
+  PsHeader h;
+  const std::vector<float> cut = s.state(/*step=*/2, &h);
+  EXPECT_EQ(h.flags & kPsFlagCut, kPsFlagCut);
+  EXPECT_EQ(h.updates, 4) << "the pushes of clocks 0 and 1";
+  for (size_t i = 0; i < 27; ++i) EXPECT_NEAR(cut[i], p[i], 1e-6f) << i;
+  s.state(/*step=*/3, &h);
+  EXPECT_EQ(h.flags & kPsFlagCut, 0u) << "step 3 is no checkpoint step";
+  EXPECT_EQ(h.updates, 5);
+  EXPECT_EQ(s.server().refused(), 0);
 }
 
 TEST(ParameterServer, RefusesWhatDoesNotFitAndChangesNothing) {

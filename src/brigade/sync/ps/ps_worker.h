@@ -19,7 +19,8 @@
 // staging optimizer's buffers, which otherwise sit idle. On start worker 0 sends the servers the
 // initial or restored parameters and state; every worker then pulls clock 0. Under bsp a save
 // sees exactly the state after the saved step (no clock applies until worker 0 pushes again);
-// under ssp/asp it is the servers' state of that moment.
+// under ssp/asp the servers' cut of the saved step (ps_server.h, "Checkpoints"), or on a save
+// between checkpoint steps their state of that moment (saved_state() says which).
 //
 // Joining. Workers 1..N-1 start by joining (kJoin): the servers answer, once worker 0 has
 // initialised them, with the clocks this worker has completed and the step the invocation
