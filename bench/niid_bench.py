@@ -6,7 +6,9 @@ Fashion-MNIST, the CNN of configs/federated.toml, 10 clients all in every round,
 with `brigade partition` (seed 0), runs `brigade launch --nproc 11 -- train
 configs/federated.toml` with the strategy, and reads the coordinator's metrics: final test
 accuracy, wall time, bytes per round. Prints a table next to the published one and writes the
-results as JSON (--out).
+results as JSON (--out). Splits c2f and c3f use the label sets that Flower's NIID-Bench baseline
+draws (its partition_data_label_quantity with numpy's default_rng(42)), given to
+`brigade partition --label-sets`, so the #C cells compare on the anchor's own draw.
 
   python3 bench/niid_bench.py --cells dir0.5:fedavg,dir0.5:fedprox,dir0.5:scaffold
 """
@@ -33,6 +35,10 @@ SCHEMES = {
     "dir0.5": ["--scheme", "dirichlet", "--alpha", "0.5"],
     "c2": ["--scheme", "labels", "--labels-per-client", "2"],
     "c3": ["--scheme", "labels", "--labels-per-client", "3"],
+    # Flower's draw: client i's labels (see the docstring).
+    "c2f": ["--scheme", "labels", "--label-sets", "0,7;1,6;2,4;3,4;4,8;5,0;6,2;7,0;8,5;9,7"],
+    "c3f": ["--scheme", "labels", "--label-sets",
+            "0,7,6;1,4,8;2,0,6;3,2,0;4,5,9;5,7,1;6,8,4;7,5,3;8,1,9;9,7,6"],
 }
 
 
@@ -63,7 +69,7 @@ def run_cell(work, split, strategy, rounds, epochs):
         "test_accuracy": 100 * last["test_accuracy"], "test_loss": last["test_loss"],
         "best_accuracy": 100 * max(r["test_accuracy"] for r in rounds_done),
         "wall_s": wall, "bytes_per_round": last["bytes_down"] + last["bytes_up"],
-        "anchor": ANCHOR.get((split, strategy)),
+        "anchor": ANCHOR.get((split.rstrip("f"), strategy)),
     }
 
 

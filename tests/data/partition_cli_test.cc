@@ -124,6 +124,13 @@ TEST_F(PartitionCli, BadOptionsExitWith2NamingThem) {
        "--scheme = \"labels\" needs labelled examples; --data text allows"},
       {"--data fashion_mnist --clients 10 --scheme iid --val-fraction 0.1",
        "--val-fraction applies to --data text only"},
+      {"--data fashion_mnist --clients 2 --scheme labels --label-sets \"0,x;1\"",
+       "--label-sets: \"x\" in client 0's set is not a label"},
+      {"--data fashion_mnist --clients 2 --scheme labels --label-sets \"0;1\" "
+       "--labels-per-client 1",
+       "--labels-per-client and --label-sets both choose the labels"},
+      {"--data fashion_mnist --clients 2 --scheme iid --label-sets \"0;1\"",
+       "--label-sets applies to --scheme labels only"},
   };
   for (const Case& c : cases) {
     auto r = partition(c.args + out);

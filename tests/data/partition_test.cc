@@ -175,6 +175,33 @@ TEST(Partition, LabelsGivesEachClientExactlyCLabels) {
   }
 }
 
+// --label-sets names each client's labels (a published draw): each client holds exactly those,
+// a label's holders split it evenly, and every example of a held label is assigned once.
+TEST(Partition, LabelSetsGiveEachClientExactlyItsLabels) {
+  const auto labels = balanced_labels(2000);
+  PartitionOptions o = options(PartitionScheme::kLabels, 4);
+  o.label_sets = {{0, 7}, {7, 1}, {2}, {7, 0, 3}};
+  const Partition p = partition_examples(labels, kClasses, o);
+  for (size_t i = 0; i < p.clients.size(); ++i) {
+    const auto h = label_histogram(labels, p.clients[i], kClasses);
+    for (int32_t k = 0; k < kClasses; ++k) {
+      const auto& set = o.label_sets[i];
+      EXPECT_EQ(h[k] > 0, std::find(set.begin(), set.end(), k) != set.end())
+          << "client " << i << ", label " << k;
+    }
+  }
+  // Label 7 (200 examples) on three clients: 67, 67, 66; label 0 on two: 100 each.
+  EXPECT_EQ(label_histogram(labels, p.clients[0], kClasses)[0], 100);
+  for (size_t i : {0, 1, 3}) {
+    const int64_t n = label_histogram(labels, p.clients[i], kClasses)[7];
+    EXPECT_TRUE(n == 66 || n == 67) << n;
+  }
+  EXPECT_EQ(p.unheld_labels, (std::vector<int32_t>{4, 5, 6, 8, 9}));
+  std::vector<bool> unheld(2000);
+  for (size_t i = 0; i < unheld.size(); ++i) unheld[i] = labels[i] >= 4 && labels[i] != 7;
+  expect_each_example_once(p, 2000, unheld);
+}
+
 TEST(Partition, LabelsReportsLabelsNobodyHolds) {
   // 3 clients x 1 label: labels 0, 1, 2 are held; 3..9 are not.
   PartitionOptions o = options(PartitionScheme::kLabels, 3);
@@ -301,6 +328,15 @@ TEST(Partition, BadOptionsNameTheOptionAndWhatIsAllowed) {
   refused(o, "--labels-per-client = 11: must be in [1, 10]");
   o.labels_per_client = 0;
   refused(o, "--labels-per-client = 0");
+  o = options(PartitionScheme::kLabels, 2);
+  o.label_sets = {{0, 1}};
+  refused(o, "--label-sets: 1 sets for --clients = 2");
+  o.label_sets = {{0, 1}, {3, 10}};
+  refused(o, "client 1 holds [3, 10]: each client needs distinct labels in [0, 9]");
+  o.label_sets = {{0, 1}, {2, 2}};
+  refused(o, "client 1 holds [2, 2]");
+  o.label_sets = {{0, 1}, {}};
+  refused(o, "client 1 holds []");
   expect_throw_mentioning<ConfigError>([] { parse_scheme("noniid"); },
                                        "--scheme = \"noniid\": allowed values are \"iid\"");
   EXPECT_EQ(parse_scheme("dirichlet"), PartitionScheme::kDirichlet);

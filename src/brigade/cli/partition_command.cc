@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
@@ -37,6 +38,7 @@ struct PartitionArgs {
   int64_t clients = 0;
   double alpha = PartitionOptions{}.alpha;
   int32_t labels_per_client = PartitionOptions{}.labels_per_client;
+  std::string label_sets;
   double beta = PartitionOptions{}.beta;
   uint64_t seed = 0;
   double val_fraction = kDefaultValFraction;
@@ -44,6 +46,7 @@ struct PartitionArgs {
   // Which scheme-specific options were given, so one given with another scheme is refused.
   CLI::Option* alpha_option = nullptr;
   CLI::Option* labels_option = nullptr;
+  CLI::Option* label_sets_option = nullptr;
   CLI::Option* beta_option = nullptr;
   CLI::Option* val_fraction_option = nullptr;
 };
@@ -57,18 +60,54 @@ void refuse_unless(const CLI::Option* option, bool applies, const std::string& a
   }
 }
 
+// "0,7;1,6;2,4": client i's labels are the i-th ';'-separated list. Bounded by what it parses
+// into: each entry a label, checked against the classes by PartitionOptions::validate.
+std::vector<std::vector<int32_t>> parse_label_sets(const std::string& text) {
+  std::vector<std::vector<int32_t>> sets;
+  std::stringstream in(text);
+  std::string set;
+  while (std::getline(in, set, ';')) {
+    std::vector<int32_t>& labels = sets.emplace_back();
+    std::stringstream items(set);
+    std::string item;
+    while (std::getline(items, item, ',')) {
+      size_t used = 0;
+      int label = -1;
+      try {
+        label = std::stoi(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || item.find_first_not_of(" ", used) != std::string::npos) {
+        throw ConfigError(fmt::format(
+            "--label-sets: \"{}\" in client {}'s set is not a label (expected e.g. \"0,7;1,6\")",
+            item.substr(0, 32), sets.size() - 1));
+      }
+      labels.push_back(label);
+    }
+  }
+  return sets;
+}
+
 PartitionOptions partition_options(const PartitionArgs& args) {
   PartitionOptions o;
   o.scheme = parse_scheme(args.scheme);
   o.clients = args.clients;
   o.alpha = args.alpha;
   o.labels_per_client = args.labels_per_client;
+  o.label_sets = parse_label_sets(args.label_sets);
   o.beta = args.beta;
   o.seed = args.seed;
   const std::string got = fmt::format("--scheme = \"{}\"", args.scheme);
   refuse_unless(args.alpha_option, o.scheme == PartitionScheme::kDirichlet, "--scheme dirichlet",
                 got);
   refuse_unless(args.labels_option, o.scheme == PartitionScheme::kLabels, "--scheme labels", got);
+  refuse_unless(args.label_sets_option, o.scheme == PartitionScheme::kLabels, "--scheme labels",
+                got);
+  if (args.labels_option->count() > 0 && args.label_sets_option->count() > 0) {
+    throw ConfigError(
+        "--labels-per-client and --label-sets both choose the labels: give one of them");
+  }
   refuse_unless(args.beta_option, o.scheme == PartitionScheme::kQuantity, "--scheme quantity", got);
   return o;
 }
@@ -80,6 +119,7 @@ Json parameters_json(const PartitionOptions& o) {
     case PartitionScheme::kDirichlet:
       return {{"alpha", o.alpha}, {"min_client_size", o.min_client_size}};
     case PartitionScheme::kLabels:
+      if (!o.label_sets.empty()) return {{"label_sets", o.label_sets}};
       return {{"labels_per_client", o.labels_per_client}};
     case PartitionScheme::kQuantity:
       return {{"beta", o.beta}, {"min_client_size", o.min_client_size}};
@@ -243,6 +283,9 @@ Command add_partition(CLI::App& app) {
                                        "dirichlet: concentration per class over clients (> 0)");
   args->labels_option = sub->add_option("--labels-per-client", args->labels_per_client,
                                         "labels: distinct labels per client (1..classes)");
+  args->label_sets_option = sub->add_option(
+      "--label-sets", args->label_sets,
+      "labels: each client's labels, e.g. \"0,7;1,6;...\" (one set per client), instead of a draw");
   args->beta_option =
       sub->add_option("--beta", args->beta, "quantity: concentration of client sizes (> 0)");
   sub->add_option("--seed", args->seed, "random seed (default 0)");

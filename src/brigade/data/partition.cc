@@ -162,6 +162,26 @@ Partition partition_dirichlet(std::span<const int32_t> labels, int32_t num_class
   throw_no_draw(options, "--alpha", options.alpha);
 }
 
+// --label-sets: one set per client, each of distinct labels that exist.
+void check_label_sets(const std::vector<std::vector<int32_t>>& sets, int64_t clients,
+                      int32_t classes) {
+  if (sets.empty()) return;
+  if (static_cast<int64_t>(sets.size()) != clients) {
+    throw ConfigError(fmt::format("--label-sets: {} sets for --clients = {} (one per client)",
+                                  sets.size(), clients));
+  }
+  for (size_t i = 0; i < sets.size(); ++i) {
+    std::vector<int32_t> held = sets[i];
+    std::sort(held.begin(), held.end());
+    const bool in_range = !held.empty() && held.front() >= 0 && held.back() < classes;
+    if (!in_range || std::adjacent_find(held.begin(), held.end()) != held.end()) {
+      throw ConfigError(fmt::format(
+          "--label-sets: client {} holds [{}]: each client needs distinct labels in [0, {}]", i,
+          fmt::join(sets[i], ", "), classes - 1));
+    }
+  }
+}
+
 Partition partition_labels(std::span<const int32_t> labels, int32_t num_classes,
                            const PartitionOptions& options) {
   const auto by_class = indices_by_class(labels, num_classes);
@@ -176,10 +196,14 @@ Partition partition_labels(std::span<const int32_t> labels, int32_t num_classes,
     }
     // A partial Fisher-Yates draws the other C - 1 labels without repeats.
     std::vector<int32_t> held = {first};
-    for (size_t t = 0; t + 1 < static_cast<size_t>(options.labels_per_client); ++t) {
-      const size_t j = t + static_cast<size_t>(rng.next_below(others.size() - t));
-      std::swap(others[t], others[j]);
-      held.push_back(others[t]);
+    if (!options.label_sets.empty()) {
+      held = options.label_sets[static_cast<size_t>(i)];
+    } else {
+      for (size_t t = 0; t + 1 < static_cast<size_t>(options.labels_per_client); ++t) {
+        const size_t j = t + static_cast<size_t>(rng.next_below(others.size() - t));
+        std::swap(others[t], others[j]);
+        held.push_back(others[t]);
+      }
     }
     std::sort(held.begin(), held.end());
     for (int32_t k : held) holders[static_cast<size_t>(k)].push_back(&clients[i]);
@@ -248,6 +272,7 @@ void PartitionOptions::validate(int64_t examples, int32_t classes) const {
     throw ConfigError(fmt::format("--labels-per-client = {}: must be in [1, {}] (the classes)",
                                   labels_per_client, classes));
   }
+  check_label_sets(label_sets, clients, classes);
   if (examples < clients) {
     throw ConfigError(fmt::format(
         "--clients = {}: the data holds {} examples, and every client needs at least one", clients,

@@ -12,7 +12,9 @@
 //   labels     #C labels per client ("noniid-#label C"): client i holds label i % K and C - 1
 //              others drawn without repeats; each label's shuffled examples are cut evenly
 //              among the clients holding it. With N < K some labels have no holder: they are
-//              reported, and their examples are assigned to nobody.
+//              reported, and their examples are assigned to nobody. label_sets, when given,
+//              names each client's labels instead of drawing them (to reproduce a published
+//              draw, such as Flower's NIID-Bench baseline's).
 //   quantity   quantity skew ("iid-diff-quantity"): a seeded shuffle cut by sizes ~ Dir(beta),
 //              redrawn until every client holds at least min_client_size examples.
 //
@@ -44,7 +46,9 @@ struct PartitionOptions {
   int64_t clients = 10;           // N, in [1, kMaxClients]
   double alpha = 0.5;             // dirichlet: concentration over clients per class, > 0
   int32_t labels_per_client = 2;  // labels: C, in [1, number of classes]
-  double beta = 0.5;              // quantity: concentration of the client sizes, > 0
+  // labels: each client's labels instead of a draw (one set per client, distinct labels).
+  std::vector<std::vector<int32_t>> label_sets;
+  double beta = 0.5;  // quantity: concentration of the client sizes, > 0
   uint64_t seed = 0;
   int64_t min_client_size = 10;  // dirichlet, quantity: redraw until every client has this many
   int64_t max_attempts = 1000;   // ... at most this many draws, then ConfigError
