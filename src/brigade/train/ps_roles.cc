@@ -94,8 +94,8 @@ int ps_workers(const Config& config, int world) {
   }
   if (config.sync.method == "ps" && config.ps.aggregate > workers) {
     throw ConfigError(fmt::format(
-        "ps.aggregate = {}: a group of pushes holds at most one per worker's step in flight, and "
-        "the job has {} worker(s); use 1..{}",
+        "ps.aggregate = {}: one update would average more than a global batch (the job has {} "
+        "worker(s), each pushing its slice of it); use 1..{}",
         config.ps.aggregate, workers, workers));
   }
   return static_cast<int>(workers);
