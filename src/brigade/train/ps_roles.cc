@@ -92,7 +92,7 @@ int ps_workers(const Config& config, int world) {
                     "left to train; use at most {} servers or start more processes",
                     config.ps.servers, world, world - 1));
   }
-  if (config.sync.method == "ps" && config.ps.aggregate > workers) {
+  if (config.ps.aggregate > workers) {
     throw ConfigError(fmt::format(
         "ps.aggregate = {}: one update would average more than a global batch (the job has {} "
         "worker(s), each pushing its slice of it); use 1..{}",

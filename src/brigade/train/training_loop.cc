@@ -538,10 +538,6 @@ int TrainingLoop::run() {
     return every > 0 && after / every > before / every;
   };
   int64_t prev_done = start_step_;
-  // Dynamic assignment: checkpoints are the servers' cuts (sync/ps/ps_server.h), taken at a
-  // multiple of ckpt_every once every slice before it is applied; worker 0 saves the last one
-  // its next slice has reached.
-  int64_t prev_reached = engine_.next_step(start_step_, end);
   for (int64_t step = engine_.next_step(start_step_, end); step < end;
        step = engine_.next_step(step + 1, end)) {
     // The window opens at its first step, or at the first step of a run resumed inside it.
@@ -581,10 +577,12 @@ int TrainingLoop::run() {
     bool save = passes(prev_done, done, t.ckpt_every);
     int64_t save_step = done;
     if (engine_.assigns_steps()) {
-      const int64_t reached = engine_.next_step(done, end);  // end: no slice left (the drain)
-      save = reached < end && passes(prev_reached, reached, t.ckpt_every);
+      // Dynamic assignment: checkpoints are the servers' cuts (sync/ps/ps_server.h), taken at a
+      // multiple of ckpt_every once every slice before it is applied; worker 0 saves the last
+      // one that its next slice (the loop's next step; end: none left, the drain) has reached.
+      const int64_t reached = engine_.next_step(done, end);
+      save = reached < end && passes(step, reached, t.ckpt_every);
       save_step = t.ckpt_every > 0 ? reached / t.ckpt_every * t.ckpt_every : done;
-      prev_reached = reached;
     }
     if (save) {
       const TraceSpan span("checkpoint", "checkpoint (blocking part)");
