@@ -50,14 +50,21 @@ def partition(work, split):
     return out
 
 
-def run_cell(work, split, strategy, rounds, epochs):
+def run_cell(work, split, strategy, rounds, epochs, seed=None, extra=()):
     data = partition(work, split)
     name = f"{split}-{strategy}-r{rounds}-e{epochs}"
+    if seed is not None:
+        name += f"-s{seed}"
+    for s in extra:
+        name += "-" + s.replace("fed.", "").replace("=", "")
+    overrides = [] if seed is None else ["--set", f"run.seed={seed}"]
+    for s in extra:
+        overrides += ["--set", s]
     cmd = [BINARY, "launch", "--nproc", "11", "--", "train", CONFIG,
            "--set", f"fed.client_data={data}/client_{{client}}",
            "--set", f"fed.strategy={strategy}", "--set", f"fed.rounds={rounds}",
            "--set", f"fed.local_epochs={epochs}", "--set", f"run.out_dir={work}/runs",
-           "--set", f"run.name={name}", "--set", "run.resume=auto"]
+           "--set", f"run.name={name}", "--set", "run.resume=auto"] + overrides
     start = time.time()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     wall = time.time() - start
@@ -66,6 +73,7 @@ def run_cell(work, split, strategy, rounds, epochs):
     last = rounds_done[-1]
     return {
         "split": split, "strategy": strategy, "rounds": rounds, "local_epochs": epochs,
+        "seed": seed, "overrides": list(extra),
         "test_accuracy": 100 * last["test_accuracy"], "test_loss": last["test_loss"],
         "best_accuracy": 100 * max(r["test_accuracy"] for r in rounds_done),
         # Label-skewed cells swing by several points from round to round: the mean of the
@@ -85,15 +93,21 @@ def main():
     p.add_argument("--local-epochs", type=int, default=10)
     p.add_argument("--work", default="/tmp/brigade-niid")
     p.add_argument("--out", default="")
+    p.add_argument("--seeds", default="",
+                   help="comma-separated run.seed values (model init and example order); each "
+                        "cell runs once per seed (default: the config's seed)")
+    p.add_argument("--set", action="append", default=[], dest="extra",
+                   help="a config override for every cell, e.g. fed.server_optimizer=avgm")
     a = p.parse_args()
     os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
     os.makedirs(a.work, exist_ok=True)
     results = []
     print(f"{'split':8} {'strategy':9} {'brigade %':>9} {'NIID-Bench %':>12} {'wall s':>8} "
           f"{'MB/round':>9}", flush=True)
-    for cell in a.cells.split(","):
+    seeds = [int(s) for s in a.seeds.split(",")] if a.seeds else [None]
+    for cell, seed in [(c, s) for c in a.cells.split(",") for s in seeds]:
         split, strategy = cell.split(":")
-        r = run_cell(a.work, split, strategy, a.rounds, a.local_epochs)
+        r = run_cell(a.work, split, strategy, a.rounds, a.local_epochs, seed, a.extra)
         results.append(r)
         print(f"{split:8} {strategy:9} {r['test_accuracy']:9.2f} {r['anchor'] or 0:12.1f} "
               f"{r['wall_s']:8.0f} {r['bytes_per_round'] / 1e6:9.2f}", flush=True)

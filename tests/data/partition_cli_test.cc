@@ -150,7 +150,7 @@ TEST_F(PartitionCli, MissingDataExitsWith3NamingTheFile) {
 }
 
 // Text goes by document: every train document of the file (load_text_file's split) lands in
-// exactly one client's train.txt, and its validation documents in none.
+// exactly one client's train.txt, and its validation documents in none but in validation.txt.
 TEST_F(PartitionCli, TextIsPartitionedByDocument) {
   std::string text;
   for (int d = 0; d < 300; ++d) {
@@ -180,6 +180,11 @@ TEST_F(PartitionCli, TextIsPartitionedByDocument) {
   std::sort(want.begin(), want.end());
   std::sort(got.begin(), got.end());
   EXPECT_EQ(got, want);
+  // The validation documents are the coordinator's: validation.txt holds them, in order.
+  const std::string validation = read_file(out + "/validation.txt");
+  EXPECT_EQ(validation, splits.val);
+  EXPECT_EQ(j["validation"]["file"], "validation.txt");
+  EXPECT_EQ(j["validation"]["crc32c"].get<uint32_t>(), crc32c(validation));
 }
 
 }  // namespace

@@ -5,7 +5,8 @@
 //   DDP-SGD of the same global batch (one process here: the gradient of all clients' examples as
 //   one batch), within 1e-5 relative, over 3 rounds.
 //   FedProx with mu = 0 equals FedAvg bitwise (and mu > 0 does not).
-//   SCAFFOLD's global model and control variate match a naive reference over 3 rounds.
+//   SCAFFOLD's global model and control variate match a naive reference over 3 rounds, and c
+//   stays the mean of the clients' c_i when a client's answer comes after the deadline.
 //   A client killed during the run: the rounds go on without it, every other client answers
 //   every round, the job ends with exit code 0; with --max-restarts the launcher starts it
 //   again and it rejoins.
@@ -109,6 +110,37 @@ TEST_F(Federation, ScaffoldMatchesANaiveReference) {
         read_state_file(dir_ + "/scaffold/fed/fed/client_" + std::to_string(k) + ".state");
     EXPECT_LT(testing::relative_error(client.tensor("control", n, "client"), ci[k]), 1e-4) << k;
   }
+}
+
+// Client 2 answers round 2 after its deadline (test hook BRIGADE_FAULT_FED_LATE): the round is
+// aggregated without it, its late answer is refused, and before its next round it takes back
+// the c_i step of the round that did not count. So the global c stays the mean of the clients'
+// c_i, SCAFFOLD's invariant (without the take-back c_2 is one control step ahead of c).
+TEST_F(Federation, AScaffoldClientWhoseAnswerCameLateTakesBackItsControlStep) {
+  const std::string cmd =
+      "env BRIGADE_FAULT_FED_LATE=2:2:2 " +
+      command("late",
+              "rounds = 4\nlocal_steps = 2\nstrategy = \"scaffold\"\nmin_clients = 2\n"
+              "round_deadline_s = 1.5\neval_every = 0\n");
+  const auto r = run_command(cmd, 240);
+  ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
+  const auto rounds = testing::metrics_records(dir_ + "/late/fed/metrics.jsonl", "round");
+  ASSERT_EQ(rounds.size(), 4u);
+  EXPECT_EQ(rounds[1]["participants"], nlohmann::json({0, 1})) << "client 2 was not late";
+  EXPECT_EQ(rounds[3]["participants"], nlohmann::json({0, 1, 2}));
+  EXPECT_GE(rounds[3]["refused"].get<int64_t>(), 1);
+
+  const auto n = static_cast<int64_t>(testing::tiny_model(1)->num_params());
+  const std::vector<float> c = coordinator_state("late").tensor("control", n, "coordinator");
+  std::vector<float> mean(static_cast<size_t>(n), 0.0f);
+  for (int k = 0; k < kClients; ++k) {
+    const StateFile client =
+        read_state_file(dir_ + "/late/fed/fed/client_" + std::to_string(k) + ".state");
+    const std::vector<float>& ci = client.tensor("control", n, "client");
+    for (int64_t i = 0; i < n; ++i)
+      mean[static_cast<size_t>(i)] += ci[static_cast<size_t>(i)] / kClients;
+  }
+  EXPECT_LT(testing::relative_error(c, mean), 1e-5);
 }
 
 // The pid of the worker of rank `rank` of the launch with run id `run_id`, or -1.

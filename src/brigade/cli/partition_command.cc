@@ -225,11 +225,10 @@ int run_text(const PartitionArgs& args, const PartitionOptions& o) {
   // of every client, as Fashion-MNIST's test split does.
   const std::vector<std::string> all = parse_paragraphs(read_file(args.path, kMaxDataFileBytes));
   const std::string name = std::filesystem::path(args.path).filename().string();
-  std::vector<std::string> docs;
+  std::vector<std::string> docs, validation;
   for (size_t k = 0; k < all.size(); ++k) {
-    if (!is_validation_doc(name, static_cast<int64_t>(k), args.val_fraction)) {
-      docs.push_back(all[k]);
-    }
+    const bool held_out = is_validation_doc(name, static_cast<int64_t>(k), args.val_fraction);
+    (held_out ? validation : docs).push_back(all[k]);
   }
   const Partition partition = partition_unlabelled(static_cast<int64_t>(docs.size()), o);
   refuse_empty_clients(partition);
@@ -237,8 +236,13 @@ int run_text(const PartitionArgs& args, const PartitionOptions& o) {
   Json j = common_json(args.data, args.path, o, partition);
   j["val_fraction"] = args.val_fraction;
   j["documents"] = docs.size();
-  j["validation_documents"] = all.size() - docs.size();
+  j["validation_documents"] = validation.size();
   j["clients"] = clients_json(write_text_clients(out.staging(), docs, partition));
+  if (!validation.empty()) {
+    // The coordinator's test set (fed.test_data), as Fashion-MNIST's t10k split is for images.
+    const WrittenFile f = write_validation_text(out.staging(), validation);
+    j["validation"] = {{"file", kValidationTextFile}, {"bytes", f.bytes}, {"crc32c", f.crc32c}};
+  }
   write_file_durable(out.staging() + "/" + kPartitionFile, j.dump(2) + "\n");
   out.commit();
   print_summary(out, o, partition, "documents", watch.seconds());

@@ -9,6 +9,16 @@
 
 namespace brigade {
 
+namespace {
+
+// Documents joined by kDocSeparator, so parse_paragraphs splits them again.
+void append_document(std::string& text, const std::string& doc) {
+  if (!text.empty()) text += kDocSeparator;
+  text += doc;
+}
+
+}  // namespace
+
 std::string client_folder_name(int64_t k) {
   return "client_" + std::to_string(k);
 }
@@ -76,10 +86,7 @@ std::vector<ClientRecord> write_text_clients(const std::string& out_dir,
   std::vector<ClientRecord> records;
   for (size_t k = 0; k < partition.clients.size(); ++k) {
     std::string text;
-    for (int64_t i : partition.clients[k]) {
-      if (!text.empty()) text += kDocSeparator;
-      text += docs[static_cast<size_t>(i)];
-    }
+    for (int64_t i : partition.clients[k]) append_document(text, docs[static_cast<size_t>(i)]);
     ClientRecord r;
     r.name = client_folder_name(static_cast<int64_t>(k));
     r.count = static_cast<int64_t>(partition.clients[k].size());
@@ -90,6 +97,14 @@ std::vector<ClientRecord> write_text_clients(const std::string& out_dir,
     records.push_back(std::move(r));
   }
   return records;
+}
+
+WrittenFile write_validation_text(const std::string& out_dir,
+                                  const std::vector<std::string>& docs) {
+  std::string text;
+  for (const std::string& doc : docs) append_document(text, doc);
+  write_file_durable(out_dir + "/" + kValidationTextFile, text);
+  return {static_cast<int64_t>(text.size()), crc32c(text)};
 }
 
 }  // namespace brigade

@@ -19,6 +19,8 @@ namespace brigade {
 inline constexpr const char* kClientImagesFile = "train-images-idx3-ubyte.gz";
 inline constexpr const char* kClientLabelsFile = "train-labels-idx1-ubyte.gz";
 inline constexpr const char* kClientTextFile = "train.txt";
+// Text only: the documents kept out of every client, the coordinator's held-out test set.
+inline constexpr const char* kValidationTextFile = "validation.txt";
 
 // "client_<k>".
 std::string client_folder_name(int64_t k);
@@ -50,5 +52,8 @@ std::vector<ClientRecord> write_image_clients(const std::string& out_dir,
 std::vector<ClientRecord> write_text_clients(const std::string& out_dir,
                                              const std::vector<std::string>& docs,
                                              const Partition& partition);
+
+// Writes out_dir/validation.txt: the documents joined as a client's train.txt joins its own.
+WrittenFile write_validation_text(const std::string& out_dir, const std::vector<std::string>& docs);
 
 }  // namespace brigade

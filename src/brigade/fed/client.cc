@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <thread>
 
 #include "brigade/base/error.h"
 #include "brigade/fed/fed_message.h"
@@ -20,6 +24,18 @@ FedHeader header_for(const ClientSetup& setup, FedType type) {
   h.client = static_cast<uint32_t>(setup.client);
   h.run_tag = setup.run_tag;
   return h;
+}
+
+// Test hook: BRIGADE_FAULT_FED_LATE = "client:round:seconds" makes `client` wait that long
+// before it answers the first attempt of round `round` (1-based), as a slow client would.
+// Malformed values are ignored.
+double late_by_fault(int client, int64_t round, int64_t attempt) {
+  const char* spec = std::getenv("BRIGADE_FAULT_FED_LATE");
+  int c = -1;
+  long long r = 0;
+  double seconds = 0;
+  if (!spec || attempt != 0 || std::sscanf(spec, "%d:%lld:%lf", &c, &r, &seconds) != 3) return 0;
+  return c == client && r == round + 1 && seconds > 0 && seconds < 3600 ? seconds : 0;
 }
 
 }  // namespace
@@ -52,8 +68,12 @@ void Client::answer(const FedMessage& train) {
   const auto start = Clock::now();
   const bool scaffold = t.controls == 1;
   // A round this client already trained (a retry, or a coordinator that resumed from an
-  // earlier state) starts again from the control variate that round started with.
-  if (scaffold && control_round_ >= t.round) control_ = control_before_;
+  // earlier state) starts again from the control variate that round started with; so does the
+  // round after one whose answer the coordinator did not aggregate (it came too late), so that
+  // c stays the mean of the c_i.
+  if (scaffold && (control_round_ >= t.round || t.aggregated < control_round_)) {
+    control_ = control_before_;
+  }
   control_before_ = control_;
   const LocalResult r = trainer_.train(t.round, train.model, scaffold ? train.control : nullptr,
                                        scaffold ? control_.data() : nullptr, delta_.data(),
@@ -82,16 +102,21 @@ void Client::answer(const FedMessage& train) {
   h.seen = r.seen;
   h.loss = r.loss;
   h.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (const double late = late_by_fault(setup_.client, t.round, t.attempt); late > 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(late));
+  }
   if (secure) {
     start_secure_round(t, h);
   } else {
     link_.send(encode_fed_message(h, delta_.data(), scaffold ? control_delta_.data() : nullptr));
   }
-  log_.info(
-      "round {}: {} local steps on {} examples, loss {:.4f}, local accuracy {:.2f}%, {:.2f} s",
-      t.round + 1, r.steps, r.samples, r.loss,
-      r.seen > 0 ? 100.0 * static_cast<double>(r.correct) / static_cast<double>(r.seen) : 0.0,
-      h.seconds);
+  const std::string accuracy =
+      setup_.classifier && r.seen > 0
+          ? fmt::format(", local accuracy {:.2f}%",
+                        100.0 * static_cast<double>(r.correct) / static_cast<double>(r.seen))
+          : "";
+  log_.info("round {}: {} local steps on {} examples, loss {:.4f}{}, {:.2f} s", t.round + 1,
+            r.steps, r.samples, r.loss, accuracy, h.seconds);
 }
 
 int64_t Client::run() {

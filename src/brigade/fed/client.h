@@ -33,7 +33,8 @@ struct ClientSetup {
   int64_t federation_clients = 0;
   double secagg_clip = 1.0;
   double dp_clip = 0;
-  double dp_noise = 0;  // z: under secure aggregation each client adds its share of the noise
+  bool classifier = true;  // the log reports local accuracy (a language model has none)
+  double dp_noise = 0;     // z: under secure aggregation each client adds its share of the noise
 };
 
 class Client {

@@ -37,12 +37,12 @@ ServerOptimizerConfig server_optimizer_config(const FedConfig& fed) {
 
 }  // namespace
 
-Coordinator::Coordinator(const CoordinatorSetup& setup, Model& eval_model, const ImageSet& test,
+Coordinator::Coordinator(const CoordinatorSetup& setup, Model& eval_model, const Dataset& test,
                          CurveServerSocket& socket, std::function<void()> refresh_keys,
                          MetricsWriter& metrics, Log& log)
     : setup_(setup),
       model_(eval_model),
-      test_(test),
+      test_(test, eval_model.max_batch(), setup.eval_batches),
       socket_(socket),
       refresh_keys_(std::move(refresh_keys)),
       metrics_(metrics),
@@ -50,10 +50,10 @@ Coordinator::Coordinator(const CoordinatorSetup& setup, Model& eval_model, const
       n_(eval_model.num_params()),
       scaffold_(setup.fed.strategy == "scaffold") {
   if (scaffold_) control_.assign(static_cast<size_t>(n_), 0.0f);
+  aggregated_.assign(static_cast<size_t>(setup_.clients), -1);
   delta_.assign(static_cast<size_t>(n_), 0.0f);
   server_ = std::make_unique<ServerOptimizer>(server_optimizer_config(setup_.fed), n_);
-  eval_batch_.features.resize(static_cast<size_t>(model_.max_batch() * test_.dim));
-  eval_batch_.targets.resize(static_cast<size_t>(model_.max_batch()));
+  eval_batch_ = test_.make_batch();
 }
 
 void Coordinator::load_or_initialize() {
@@ -72,6 +72,9 @@ void Coordinator::load_or_initialize() {
   const std::vector<float>& params = state.tensor("params", n_, path);
   std::memcpy(model_.params(), params.data(), sizeof(float) * n_);
   if (scaffold_) control_ = state.tensor("control", n_, path);
+  for (int k = 0; k < setup_.clients; ++k) {
+    aggregated_[static_cast<size_t>(k)] = state.int_or(fmt::format("aggregated_{}", k), -1);
+  }
   for (auto& [name, buffer] : server_->state()) *buffer = state.tensor(name, n_, path);
   next_round_ = state.int_or("next_round", 0);
   if (next_round_ < 0 || next_round_ > setup_.fed.rounds) {
@@ -102,6 +105,10 @@ void Coordinator::save(int64_t next_round) {
   state.ints["clients"] = setup_.clients;
   state.tensors["params"].assign(model_.params(), model_.params() + n_);
   if (scaffold_) state.tensors["control"] = control_;
+  for (int k = 0; k < setup_.clients; ++k) {
+    const int64_t round = aggregated_[static_cast<size_t>(k)];
+    if (round >= 0) state.ints[fmt::format("aggregated_{}", k)] = round;
+  }
   for (auto& [name, buffer] : server_->state()) state.tensors[name] = *buffer;
   if (dp_) {
     for (size_t w = 0; w < dp_key_.size() / 8; ++w) {
@@ -198,6 +205,7 @@ std::set<int> Coordinator::send_train(int64_t round, int64_t attempt, const std:
     h.count = n_;
     h.controls = scaffold_ ? 1 : 0;
     h.threshold = threshold;
+    h.aggregated = aggregated_[static_cast<size_t>(client)];
     zmq::multipart_t frames =
         encode_fed_message(h, model_.params(), scaffold_ ? control_.data() : nullptr);
     const int64_t bytes = fed_message_bytes(frames);
@@ -336,18 +344,16 @@ nlohmann::json Coordinator::aggregate(const std::map<int, Answer>& answers, int6
 }
 
 std::pair<double, double> Coordinator::evaluate() {
-  const int64_t dim = test_.dim, max_batch = model_.max_batch();
-  double loss_sum = 0, correct = 0;
-  for (int64_t first = 0; first < test_.count; first += max_batch) {
-    const int64_t count = std::min(max_batch, test_.count - first);
-    eval_batch_.size = count;
-    std::memcpy(eval_batch_.features.data(), &test_.features[static_cast<size_t>(first * dim)],
-                sizeof(float) * count * dim);
-    std::copy_n(&test_.labels[static_cast<size_t>(first)], count, eval_batch_.targets.begin());
-    loss_sum += static_cast<double>(model_.forward(eval_batch_)) * static_cast<double>(count);
+  double loss_sum = 0, correct = 0, total = 0;
+  test_.reset();
+  // Examples weigh equally: an image is one target, a window of text T of them.
+  while (test_.next(eval_batch_)) {
+    const auto count = static_cast<double>(eval_batch_.size);
+    loss_sum += static_cast<double>(model_.forward(eval_batch_)) * count;
     correct += static_cast<double>(model_.correct_predictions());
+    total += count;
   }
-  const auto total = static_cast<double>(std::max<int64_t>(test_.count, 1));
+  total = std::max(total, 1.0);
   return {loss_sum / total, correct / total};
 }
 
@@ -422,6 +428,7 @@ CoordinatorOutcome Coordinator::run() {
     double loss_sum = 0;
     for (const auto& [client, a] : answers) {
       participants.push_back(client);
+      aggregated_[static_cast<size_t>(client)] = round;
       client_seconds[std::to_string(client)] = a.seconds;
       correct += a.message.header.correct;
       seen += a.message.header.seen;
@@ -433,7 +440,9 @@ CoordinatorOutcome Coordinator::run() {
         asked.empty() ? 0 : (bytes_down + bytes_up) / static_cast<int64_t>(asked.size());
     if (seen > 0) {
       record["train_loss"] = loss_sum / static_cast<double>(seen);
-      record["local_accuracy"] = static_cast<double>(correct) / static_cast<double>(seen);
+      if (setup_.classifier) {
+        record["local_accuracy"] = static_cast<double>(correct) / static_cast<double>(seen);
+      }
     }
     const bool eval_now =
         (fed.eval_every > 0 && next_round_ % fed.eval_every == 0) || next_round_ == last;
@@ -441,9 +450,13 @@ CoordinatorOutcome Coordinator::run() {
     if (eval_now) {
       std::tie(out.test_loss, out.test_accuracy) = evaluate();
       record["test_loss"] = out.test_loss;
-      record["test_accuracy"] = out.test_accuracy;
-      test_text = fmt::format(", test accuracy {:.2f}% (loss {:.4f})", 100 * out.test_accuracy,
-                              out.test_loss);
+      if (setup_.classifier) {
+        record["test_accuracy"] = out.test_accuracy;
+        test_text = fmt::format(", test accuracy {:.2f}% (loss {:.4f})", 100 * out.test_accuracy,
+                                out.test_loss);
+      } else {
+        test_text = fmt::format(", test loss {:.4f}", out.test_loss);
+      }
     }
     if (dp_) {
       out.dp_epsilon = accountant_.epsilon(fed.dp_delta);

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "brigade/comm/curve_socket.h"
-#include "brigade/data/idx_reader.h"
+#include "brigade/data/loader.h"
 #include "brigade/fed/dp_mechanism.h"
 #include "brigade/fed/fed_aggregate.h"
 #include "brigade/fed/fed_message.h"
@@ -34,12 +34,14 @@ namespace brigade {
 
 struct CoordinatorSetup {
   FedConfig fed;
-  int clients = 0;         // N: the clients of the federation, indices [0, N)
-  uint64_t seed = 0;       // run.seed: initial model and client sampling
-  uint64_t run_tag = 0;    // every message carries it
-  int64_t stop_after = 0;  // rounds in this invocation; 0: to fed.rounds
-  std::string state_path;  // where the coordinator's state lives
-  bool resume = true;      // read state_path if it exists
+  int clients = 0;           // N: the clients of the federation, indices [0, N)
+  uint64_t seed = 0;         // run.seed: initial model and client sampling
+  uint64_t run_tag = 0;      // every message carries it
+  int64_t stop_after = 0;    // rounds in this invocation; 0: to fed.rounds
+  int64_t eval_batches = 0;  // batches of the test set per evaluation; 0: all of it
+  bool classifier = true;    // accuracies are reported (a language model reports losses only)
+  std::string state_path;    // where the coordinator's state lives
+  bool resume = true;        // read state_path if it exists
   std::chrono::milliseconds join_timeout{60000};  // a round's wait for min_clients to connect
   // Checked after every round: true ends the invocation there, with the state saved (the first
   // SIGINT/SIGTERM).
@@ -51,15 +53,17 @@ struct CoordinatorOutcome {
   int64_t rounds_done = 0;   // rounds completed in this invocation
   bool interrupted = false;  // stop_requested() ended it early
   int64_t next_round = 0;
-  double test_loss = 0, test_accuracy = 0;  // of the last evaluation
+  double test_loss = 0, test_accuracy = 0;  // of the last evaluation (accuracy: classifiers)
   double dp_epsilon = -1;  // fed.dp_clip > 0: the epsilon spent so far (+inf without noise)
 };
 
 class Coordinator {
  public:
   // eval_model: a model of the run's shape whose buffers hold evaluation batches; its parameters
-  // are the global model. refresh_keys: admits keys of clients that published one since.
-  Coordinator(const CoordinatorSetup& setup, Model& eval_model, const ImageSet& test,
+  // are the global model. test (which must outlive the coordinator) is evaluated in batches of
+  // eval_model.max_batch() examples. refresh_keys: admits keys of clients that published one
+  // since.
+  Coordinator(const CoordinatorSetup& setup, Model& eval_model, const Dataset& test,
               CurveServerSocket& socket, std::function<void()> refresh_keys, MetricsWriter& metrics,
               Log& log);
 
@@ -114,15 +118,16 @@ class Coordinator {
 
   CoordinatorSetup setup_;
   Model& model_;
-  const ImageSet& test_;
+  EvalIterator test_;
   CurveServerSocket& socket_;
   std::function<void()> refresh_keys_;
   MetricsWriter& metrics_;
   Log& log_;
   int64_t n_ = 0;
   bool scaffold_ = false;
-  std::vector<float> control_;  // SCAFFOLD's c
-  std::vector<float> delta_;    // the round's mean update
+  std::vector<float> control_;       // SCAFFOLD's c
+  std::vector<int64_t> aggregated_;  // per client: the last round its update was aggregated
+  std::vector<float> delta_;         // the round's mean update
   std::unique_ptr<ServerOptimizer> server_;
   std::vector<std::vector<float>> bounded_;  // fed.norm_bound: the round's updates, scaled
   DpKey dp_key_{};                           // fed.dp_clip > 0: the noise and sampling secret

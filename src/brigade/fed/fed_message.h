@@ -40,7 +40,7 @@ enum class FedType : uint32_t {
 const char* fed_type_name(FedType type);
 
 inline constexpr uint32_t kFedMagic = 0x314c4642;  // "BFL1"
-inline constexpr uint32_t kFedVersion = 2;
+inline constexpr uint32_t kFedVersion = 3;
 
 struct FedHeader {
   uint32_t magic = kFedMagic;
@@ -60,8 +60,11 @@ struct FedHeader {
   double seconds = 0;    // kUpdate: the client's training time this round
   // kTrain: > 0 asks for secure aggregation with this threshold t (fed/secagg/protocol.h).
   int64_t threshold = 0;
+  // kTrain: the last round whose update from this client the coordinator aggregated (-1:
+  // none), so a SCAFFOLD client whose answer came too late takes back that round's c_i step.
+  int64_t aggregated = -1;
 };
-static_assert(sizeof(FedHeader) == 112, "FedHeader is a wire format: keep its size");
+static_assert(sizeof(FedHeader) == 120, "FedHeader is a wire format: keep its size");
 
 // A decoded message; model and control point into frames (valid as long as the message).
 struct FedMessage {

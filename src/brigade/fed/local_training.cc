@@ -38,25 +38,20 @@ void seeded_permutation(uint64_t seed, std::vector<int64_t>& order, int64_t n) {
   }
 }
 
-LocalTrainer::LocalTrainer(const LocalTrainingConfig& config, Model& model, const ImageSet& data,
+LocalTrainer::LocalTrainer(const LocalTrainingConfig& config, Model& model, const Dataset& data,
                            int client)
     : config_(config), model_(model), data_(data), client_(client) {
   optimizer_ = make_optimizer(config_.optimizer, model_.layout(), 0, model_.num_params());
   optimizer_state_ = optimizer_->state_tensors();
-  batch_.features.resize(static_cast<size_t>(config_.batch * data_.dim));
-  batch_.targets.resize(static_cast<size_t>(config_.batch));
+  batch_ = data_.make_batch(config_.batch);
 }
 
 void LocalTrainer::fill_batch(const std::vector<int64_t>& order, int64_t first, int64_t count) {
-  batch_.size = count;
-  const int64_t dim = data_.dim;
+  data_.fill(batch_, &order[static_cast<size_t>(first)], count);
+  if (!config_.flip_labels) return;
   for (int64_t b = 0; b < count; ++b) {
-    const int64_t e = order[static_cast<size_t>(first + b)];
-    std::memcpy(&batch_.features[static_cast<size_t>(b * dim)],
-                &data_.features[static_cast<size_t>(e * dim)], sizeof(float) * dim);
-    const int32_t label = data_.labels[static_cast<size_t>(e)];
-    batch_.targets[static_cast<size_t>(b)] =
-        config_.flip_labels ? flip_label(label, config_.classes) : label;
+    int32_t& label = batch_.targets[static_cast<size_t>(b)];
+    label = flip_label(label, config_.classes);
   }
 }
 
@@ -69,7 +64,7 @@ LocalResult LocalTrainer::train(int64_t round, const float* global, const float*
   const bool prox = config_.strategy == "fedprox" && config_.mu > 0;
   const bool scaffold = config_.strategy == "scaffold";
 
-  const int64_t count = data_.count;
+  const int64_t count = data_.size();
   const int64_t per_epoch = (count + config_.batch - 1) / config_.batch;
   const int64_t steps =
       config_.local_steps > 0 ? config_.local_steps : config_.local_epochs * per_epoch;

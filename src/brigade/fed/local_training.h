@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "brigade/data/idx_reader.h"
+#include "brigade/data/loader.h"
 #include "brigade/model/batch.h"
 #include "brigade/model/model.h"
 #include "brigade/optim/optimizer.h"
@@ -33,7 +33,7 @@ struct LocalTrainingConfig {
   float lr = 0.01f;
   OptimizerConfig optimizer;
   uint64_t seed = 0;
-  bool flip_labels = false;  // fed.attack = "label_flip": train on classes - 1 - y
+  bool flip_labels = false;  // fed.attack = "label_flip" (classifiers): train on classes - 1 - y
   int32_t classes = 10;
 };
 
@@ -47,8 +47,9 @@ struct LocalResult {
 
 class LocalTrainer {
  public:
-  // The model's activation buffers must hold config.batch examples; data is the client's own.
-  LocalTrainer(const LocalTrainingConfig& config, Model& model, const ImageSet& data, int client);
+  // The model's activation buffers must hold config.batch examples; data is the client's own
+  // (images and labels, or windows of tokens), and must outlive the trainer.
+  LocalTrainer(const LocalTrainingConfig& config, Model& model, const Dataset& data, int client);
 
   // Trains round `round` from `global` (num_params values). delta receives w - w_global. For
   // scaffold, control is the global c, client_control is c_i (updated in place to c_i+) and
@@ -61,7 +62,7 @@ class LocalTrainer {
 
   LocalTrainingConfig config_;
   Model& model_;
-  const ImageSet& data_;
+  const Dataset& data_;
   int client_;
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<StateView> optimizer_state_;

@@ -267,11 +267,34 @@ void validate_fed(const FedConfig& fed, const SyncConfig& sync, const ModelConfi
   require_range(fed.ckpt_every, "fed.ckpt_every", 0, 1 << 24);
   validate_fed_trust(fed);
   if (sync.method != "fed") return;
-  require(model.kind != "gpt", "model.kind", quote(model.kind),
-          "federated learning trains the classifiers for now: use \"mlp\" or \"cnn\"");
-  require(data.source == "fashion_mnist", "data.source", quote(data.source),
-          "federated clients read Fashion-MNIST folders written by `brigade partition` for now: "
-          "use \"fashion_mnist\"");
+  // Clients read the folders `brigade partition` writes: images for the classifiers, text
+  // (train.txt) for a GPT.
+  if (model.kind == "gpt") {
+    require(data.source == "text", "data.source", quote(data.source),
+            "a federated GPT's clients read text folders written by `brigade partition --data "
+            "text`: use \"text\"");
+    require(data.tokenizer == "byte", "data.tokenizer", quote(data.tokenizer),
+            "federated text uses byte tokens: with \"bpe\" each client would train merges of its "
+            "own on its own text, and their models would not share a vocabulary");
+    require(!fed.test_data.empty(), "fed.test_data", "\"\"",
+            "must name the coordinator's held-out text (for example the validation.txt that "
+            "`brigade partition --data text` writes)");
+    require(fed.attack != "label_flip", "fed.attack", quote(fed.attack),
+            "flips class labels; a language model's targets are next tokens (use \"sign_flip\", "
+            "\"scale\", \"noise\" or \"nan\")");
+    require(data.path.empty(), "data.path", quote(data.path),
+            "no process of a federation reads it: each client reads its folder (fed.client_data) "
+            "and the coordinator fed.test_data; leave data.path empty");
+    require(model.lora_rank == 0, "lora.rank", model.lora_rank,
+            "federated clients train and send the whole model; LoRA adapters under "
+            "sync.method = \"fed\" are not supported yet (use 0)");
+  } else {
+    require(data.source == "fashion_mnist", "data.source", quote(data.source),
+            fmt::format("federated {} clients read Fashion-MNIST folders written by `brigade "
+                        "partition`: use \"fashion_mnist\" (or model.kind = \"gpt\" with "
+                        "\"text\")",
+                        model.kind));
+  }
   require(!fed.client_data.empty(), "fed.client_data", "\"\"",
           "must name each client's folder, with {client} for its index (for example "
           "\"data/fmnist-dir0.5/client_{client}\", written by `brigade partition`)");
@@ -354,10 +377,14 @@ bool valid_name(const std::string& s) {
 // The JSONL field keys: only for data.source = "jsonl"; prompt and response fields together,
 // instead of a text field; instruction data without expert parallelism (its loss weights
 // micro-batches and replicas by their unmasked targets, train/micro_batch_weights.h).
-void validate_data_fields(const DataConfig& data, const ParallelConfig& parallel) {
+void validate_data_fields(const DataConfig& data, const ParallelConfig& parallel,
+                          const SyncConfig& sync) {
   const bool instruction = !data.prompt_field.empty() || !data.response_field.empty();
-  require(!data.path.empty() || (data.source != "text" && data.source != "jsonl"), "data.path",
-          "\"\"",
+  // A federation's text is each client's folder (fed.client_data) and the coordinator's
+  // fed.test_data: no process reads data.path (validate_fed).
+  const bool federated = sync.method == "fed";
+  require(federated || !data.path.empty() || (data.source != "text" && data.source != "jsonl"),
+          "data.path", "\"\"",
           fmt::format("data.source = {} needs a file, a folder or a glob of files",
                       quote(data.source)));
   const DataConfig defaults;
@@ -483,7 +510,7 @@ void Config::validate() const {
   }
   validate_moe(model, parallel);
   validate_lora(model, sync);
-  validate_data_fields(data, parallel);
+  validate_data_fields(data, parallel, sync);
   require_real(data.val_fraction, "data.val_fraction", 0.0, 0.5, true);
 
   require_range(train.micro_batch, "train.micro_batch", 1, 1 << 20);

@@ -57,11 +57,13 @@ RunFolder run_folder_of(const Config& config) {
 RunFolder create_run_folder(const Config& config, int rank) {
   RunFolder folder = run_folder_of(config);
   // run.resume = "never" starts afresh: on a folder that already holds a run it would replace
-  // `latest` and append to the old metrics, so it is refused, naming the ways out.
+  // `latest` and append to the old metrics, so it is refused, naming the ways out. Rank 0 owns
+  // that decision: another rank may start after rank 0 has begun the new run's metrics (a
+  // federated client joining late does).
   std::error_code ec;
   const bool has_checkpoint = std::filesystem::exists(folder.checkpoints() + "/latest", ec);
   const auto metrics_bytes = std::filesystem::file_size(folder.metrics_path(), ec);
-  if (config.run.resume == "never" && (has_checkpoint || (!ec && metrics_bytes > 0))) {
+  if (rank == 0 && config.run.resume == "never" && (has_checkpoint || (!ec && metrics_bytes > 0))) {
     throw ConfigError(fmt::format(
         "run.resume = \"never\": {} already holds a run ({}); choose another run.name or "
         "run.out_dir, delete the folder, or set run.resume = \"auto\" to continue it",

@@ -19,6 +19,7 @@
 #include "brigade/monitor/metrics.h"
 #include "brigade/runtime/interrupt.h"
 #include "brigade/runtime/run_folder.h"
+#include "brigade/train/fed_data.h"
 #include "brigade/train/model_factory.h"
 
 namespace brigade {
@@ -26,16 +27,9 @@ namespace brigade {
 namespace {
 
 constexpr const char* kDoneKey = "fed/done";
-// The coordinator evaluates the test set in batches of this many examples.
-constexpr int64_t kEvalBatch = 1000;
 
 std::chrono::milliseconds ms(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
-std::string test_folder(const Config& config) {
-  if (!config.fed.test_data.empty()) return config.fed.test_data;
-  return config.data.path.empty() ? kDefaultFashionMnistDir : config.data.path;
 }
 
 int coordinate(const Config& config, ProcessGroup& group, int clients) {
@@ -52,8 +46,8 @@ int coordinate(const Config& config, ProcessGroup& group, int clients) {
   MetricsWriter metrics(folder.metrics_path());
   metrics.begin_segment(start_round, {{"role", "coordinator"}, {"clients", clients}});
 
-  const ImageSet test = load_fashion_mnist(test_folder(config), "t10k");
-  const std::unique_ptr<Model> model = make_model(config.model, kEvalBatch);
+  const std::unique_ptr<Dataset> test = load_fed_test_set(config);
+  const std::unique_ptr<Model> model = make_model(config.model, fed_eval_batch(config));
   Store& store = *group.world_options.store;
   const CurveKeyPair keys =
       config.fed.coordinator_key.empty()
@@ -99,34 +93,38 @@ int coordinate(const Config& config, ProcessGroup& group, int clients) {
       "federated coordinator at {}: {} clients, {} rounds, strategy {}, server optimizer {}, "
       "model {} ({} parameters), test set {} ({} examples)",
       socket.endpoint(), clients, config.fed.rounds, config.fed.strategy,
-      config.fed.server_optimizer, config.model.kind, model->num_params(), test_folder(config),
-      test.count);
+      config.fed.server_optimizer, config.model.kind, model->num_params(), fed_test_source(config),
+      test->size());
   const CoordinatorSetup setup{.fed = config.fed,
                                .clients = clients,
                                .seed = static_cast<uint64_t>(config.run.seed),
                                .run_tag = run_tag,
                                .stop_after = config.run.stop_after,
+                               .eval_batches = fed_eval_batches(config),
+                               .classifier = config.model.is_classifier(),
                                .state_path = state_path,
                                .resume = resume,
                                .join_timeout = ms(config.comm.timeout_s),
                                .stop_requested = [] { return interrupt_signal() != 0; }};
-  Coordinator coordinator(setup, *model, test, socket, refresh_keys, metrics, log);
+  Coordinator coordinator(setup, *model, *test, socket, refresh_keys, metrics, log);
   const CoordinatorOutcome out = coordinator.run();
   store.set_string(kDoneKey, "1");
   nlohmann::json summary = {{"rounds", out.next_round},
                             {"rounds_this_segment", out.rounds_done},
                             {"test_loss", out.test_loss},
-                            {"test_accuracy", out.test_accuracy},
                             {"final", out.next_round == config.fed.rounds}};
+  if (config.model.is_classifier()) summary["test_accuracy"] = out.test_accuracy;
   if (config.fed.dp_clip > 0) {
     summary["dp_epsilon"] =
         std::isinf(out.dp_epsilon) ? nlohmann::json(nullptr) : nlohmann::json(out.dp_epsilon);
     summary["dp_delta"] = config.fed.dp_delta;
   }
   metrics.write("summary", summary);
-  log.info("federation {}: round {} of {}, test accuracy {:.2f}% (loss {:.4f})",
-           out.interrupted ? "interrupted" : "done", out.next_round, config.fed.rounds,
-           100 * out.test_accuracy, out.test_loss);
+  log.info("federation {}: round {} of {}, {}", out.interrupted ? "interrupted" : "done",
+           out.next_round, config.fed.rounds,
+           config.model.is_classifier() ? fmt::format("test accuracy {:.2f}% (loss {:.4f})",
+                                                      100 * out.test_accuracy, out.test_loss)
+                                        : fmt::format("test loss {:.4f}", out.test_loss));
   return out.interrupted ? 128 + interrupt_signal() : 0;
 }
 
@@ -137,7 +135,7 @@ int serve_as_client(const Config& config, ProcessGroup& group, int client, int c
   // coordinator has saved its round and says stop.
   const InterruptGuard interrupts;
   const std::string data_dir = client_data_folder(config.fed, client);
-  const ImageSet data = load_fashion_mnist(data_dir, "train");
+  const std::unique_ptr<Dataset> data = load_client_data(config, client);
   const std::unique_ptr<Model> model = make_model(config.model, config.train.micro_batch);
   const bool attacker = is_attacker(client, config.fed.attackers);
   if (attacker) log.info("client {} attacks: fed.attack = \"{}\"", client, config.fed.attack);
@@ -150,7 +148,7 @@ int serve_as_client(const Config& config, ProcessGroup& group, int client, int c
                                   .optimizer = optimizer_config(config.train),
                                   .seed = static_cast<uint64_t>(config.run.seed),
                                   .flip_labels = attacker && config.fed.attack == "label_flip"};
-  LocalTrainer trainer(local, *model, data, client);
+  LocalTrainer trainer(local, *model, *data, client);
   Store& store = *group.world_options.store;
   const CurveKeyPair keys =
       config.fed.client_key.empty()
@@ -166,7 +164,7 @@ int serve_as_client(const Config& config, ProcessGroup& group, int client, int c
                                 client, address.endpoint));
   }
   CurveClientLink link(keys, address.public_key, address.endpoint);
-  log.info("federated client {}: {} examples from {}, coordinator at {}", client, data.count,
+  log.info("federated client {}: {} examples from {}, coordinator at {}", client, data->size(),
            data_dir, address.endpoint);
   make_dirs(folder.root + "/fed");
   const ClientSetup setup{.client = client,
@@ -183,6 +181,7 @@ int serve_as_client(const Config& config, ProcessGroup& group, int client, int c
                           .federation_clients = clients,
                           .secagg_clip = config.fed.secagg_clip,
                           .dp_clip = config.fed.dp_clip,
+                          .classifier = config.model.is_classifier(),
                           .dp_noise = config.fed.dp_noise};
   Client role(
       setup, trainer, *model, link, [&store] { return store.check({kDoneKey}); }, log);
