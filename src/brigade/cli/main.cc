@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
       {"partition", brigade::cli::add_partition(app)},
       {"privacy", brigade::cli::add_privacy(app)},
       {"keygen", brigade::cli::add_keygen(app)},
+      {"fed-server", brigade::cli::add_fed_server(app)},
+      {"fed-client", brigade::cli::add_fed_client(app)},
   };
   app.set_version_flag(
       "--version", [] { return brigade::cli::version_text(); },

@@ -6,6 +6,7 @@
 #include "brigade/cli/commands.h"
 #include "brigade/runtime/config.h"
 #include "brigade/train/eval_job.h"
+#include "brigade/train/fed_roles.h"
 #include "brigade/train/hybrid_layout.h"
 #include "brigade/train/job_check.h"
 #include "brigade/train/ps_roles.h"
@@ -95,6 +96,41 @@ Command add_train(CLI::App& app) {
     check_data_paths(config);  // before a run folder is made
     resolve_vocab_from_data(config);
     return train(config);
+  };
+}
+
+// A federation started by hand (docs/federated.md, "Started by hand"): one process per role.
+Command add_fed_server(CLI::App& app) {
+  auto args = std::make_shared<ConfigArgs>();
+  auto* sub = app.add_subcommand(
+      "fed-server", "run a federated coordinator for clients started with `brigade fed-client`");
+  add_config_args(sub, *args);
+  return [args]() {
+    name_this_thread("brigade-fed-server");
+    Config config = load_config(args->path, args->overrides);
+    config.validate();
+    resolve_vocab_from_data(config);
+    configure_kernels(config.train);
+    return serve_federation(config);
+  };
+}
+
+Command add_fed_client(CLI::App& app) {
+  auto args = std::make_shared<ConfigArgs>();
+  auto client = std::make_shared<int>(0);
+  auto* sub = app.add_subcommand(
+      "fed-client", "run federated client K against a coordinator started by `brigade fed-server`");
+  add_config_args(sub, *args);
+  sub->add_option("--client", *client, "this client's index K (fed.client_data, its keys)")
+      ->required()
+      ->check(CLI::Range(0, (1 << 20) - 1));
+  return [args, client]() {
+    name_this_thread("brigade-fed-client");
+    Config config = load_config(args->path, args->overrides);
+    config.validate();
+    resolve_vocab_from_data(config);
+    configure_kernels(config.train);
+    return join_federation(config, *client);
   };
 }
 

@@ -157,6 +157,8 @@ std::vector<Field> fields(Config& c) {
       {"fed", "eval_every", &c.fed.eval_every},
       {"fed", "ckpt_every", &c.fed.ckpt_every},
       {"fed", "bind", &c.fed.bind},
+      {"fed", "clients", &c.fed.clients},
+      {"fed", "coordinator", &c.fed.coordinator},
       {"fed", "coordinator_key", &c.fed.coordinator_key},
       {"fed", "coordinator_public", &c.fed.coordinator_public},
       {"fed", "client_key", &c.fed.client_key},

@@ -224,6 +224,11 @@ struct FedConfig {
   std::string bind;              // the coordinator's address; empty: comm.host
   // Long-term identities (`brigade keygen`, comm/key_file.h). Empty: fresh keys per job,
   // exchanged through the job's store. "{client}" is replaced by the client's index.
+  // `brigade fed-server` / `fed-client` (a federation started by hand): the number of clients,
+  // and where the coordinator listens (host:port, its fed.bind). Under `brigade launch` the
+  // clients are the job's ranks: clients stays 0 and coordinator "".
+  int64_t clients = 0;
+  std::string coordinator;
   std::string coordinator_key;     // the coordinator's NAME.key
   std::string coordinator_public;  // clients: NAME.pub the coordinator must hold (pinned)
   std::string client_key;          // a client's NAME.key

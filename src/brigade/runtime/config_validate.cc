@@ -161,10 +161,14 @@ void validate_fed_trust(const FedConfig& fed) {
           quote(fed.client_key.empty() ? fed.client_public : fed.client_key),
           "fed.client_key and fed.client_public go together: each client proves the key that "
           "the coordinator lists for it");
-  require(fed.coordinator_public.empty() || !fed.coordinator_key.empty(), "fed.coordinator_public",
-          quote(fed.coordinator_public),
-          "needs fed.coordinator_key: a coordinator without a long-term key cannot hold the "
-          "pinned one");
+  // Inside one job the coordinator is a rank of the same config; a `brigade fed-client` names
+  // where its coordinator runs (fed.coordinator) and never holds that secret.
+  require(
+      fed.coordinator_public.empty() || !fed.coordinator_key.empty() || !fed.coordinator.empty(),
+      "fed.coordinator_public", quote(fed.coordinator_public),
+      "needs fed.coordinator_key: a coordinator without a long-term key cannot hold the "
+      "pinned one (or fed.coordinator, for a `brigade fed-client` of a coordinator "
+      "elsewhere)");
   require_one_of(fed.aggregator, "fed.aggregator",
                  {"mean", "median", "trimmed_mean", "krum", "multi_krum"});
   require_real(fed.trim_fraction, "fed.trim_fraction", 0.0, 0.499999, false);
@@ -244,6 +248,10 @@ void validate_fed_trust(const FedConfig& fed) {
 void validate_fed(const FedConfig& fed, const SyncConfig& sync, const ModelConfig& model,
                   const DataConfig& data, const ParallelConfig& parallel) {
   require_range(fed.rounds, "fed.rounds", 1, 1 << 24);
+  require_range(fed.clients, "fed.clients", 0, 1 << 20);
+  require(fed.coordinator.empty() || fed.coordinator.find(':') != std::string::npos,
+          "fed.coordinator", quote(fed.coordinator),
+          "must be the coordinator's host:port (its fed.bind), for example \"10.0.0.1:29600\"");
   require_range(fed.clients_per_round, "fed.clients_per_round", 0, 1 << 20);
   require_range(fed.min_clients, "fed.min_clients", 1, 1 << 20);
   require(fed.clients_per_round == 0 || fed.min_clients <= fed.clients_per_round, "fed.min_clients",

@@ -19,6 +19,7 @@
 #include "brigade/monitor/metrics.h"
 #include "brigade/runtime/interrupt.h"
 #include "brigade/runtime/run_folder.h"
+#include "brigade/tensor/rng.h"
 #include "brigade/train/fed_data.h"
 #include "brigade/train/model_factory.h"
 
@@ -32,7 +33,16 @@ std::chrono::milliseconds ms(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
-int coordinate(const Config& config, ProcessGroup& group, int clients) {
+// A federation started by hand (fed-server, fed-client) has no store to publish a run tag in:
+// both ends derive it from what they share, the coordinator's public key and run.name. A
+// restarted coordinator keeps it, so its clients go on with it.
+uint64_t standalone_run_tag(const std::string& coordinator_public, const std::string& run_name) {
+  return hash_name(coordinator_public + "/" + run_name) | 1;
+}
+
+// store: the job's rendezvous store, or null for a coordinator started by `brigade fed-server`
+// (its clients are exactly fed.client_public's keys, which it admits from the start).
+int coordinate(const Config& config, Store* store, int clients) {
   const RunFolder folder = create_run_folder(config, 0);
   Log log(0, folder.log_path());
   const InterruptGuard interrupts;
@@ -48,7 +58,6 @@ int coordinate(const Config& config, ProcessGroup& group, int clients) {
 
   const std::unique_ptr<Dataset> test = load_fed_test_set(config);
   const std::unique_ptr<Model> model = make_model(config.model, fed_eval_batch(config));
-  Store& store = *group.world_options.store;
   const CurveKeyPair keys =
       config.fed.coordinator_key.empty()
           ? CurveKeyPair::generate()
@@ -66,16 +75,20 @@ int coordinate(const Config& config, ProcessGroup& group, int clients) {
   CurveServerSocket socket(keys, {}, config.fed.bind.empty() ? config.comm.host : config.fed.bind,
                            model->num_params() * 8 + 4096, "the federated coordinator", "fed.bind",
                            log_line);
-  const uint64_t run_tag = draw_run_tag();
-  publish_coordinator(
-      store, {.endpoint = socket.endpoint(), .public_key = keys.public_key, .run_tag = run_tag});
+  const uint64_t run_tag =
+      store ? draw_run_tag() : standalone_run_tag(keys.public_key, config.run.name);
+  if (store) {
+    publish_coordinator(
+        *store, {.endpoint = socket.endpoint(), .public_key = keys.public_key, .run_tag = run_tag});
+  }
   std::vector<std::string> known(static_cast<size_t>(clients));
   for (int k = 0; k < clients; ++k) {
     if (!listed[static_cast<size_t>(k)].empty()) socket.allow(listed[static_cast<size_t>(k)], k);
   }
   auto refresh_keys = [&] {
+    if (!store) return;
     for (int k = 0; k < clients; ++k) {
-      std::string key = client_key_if_published(store, k);
+      std::string key = client_key_if_published(*store, k);
       if (key.empty() || key == known[static_cast<size_t>(k)]) continue;
       const std::string& want = listed[static_cast<size_t>(k)];
       if (!want.empty() && key != want) {
@@ -85,7 +98,7 @@ int coordinate(const Config& config, ProcessGroup& group, int clients) {
         continue;
       }
       socket.allow(key, k);
-      confirm_admission(store, k, key);
+      confirm_admission(*store, k, key);
       known[static_cast<size_t>(k)] = std::move(key);
     }
   };
@@ -108,7 +121,7 @@ int coordinate(const Config& config, ProcessGroup& group, int clients) {
                                .stop_requested = [] { return interrupt_signal() != 0; }};
   Coordinator coordinator(setup, *model, *test, socket, refresh_keys, metrics, log);
   const CoordinatorOutcome out = coordinator.run();
-  store.set_string(kDoneKey, "1");
+  if (store) store->set_string(kDoneKey, "1");
   nlohmann::json summary = {{"rounds", out.next_round},
                             {"rounds_this_segment", out.rounds_done},
                             {"test_loss", out.test_loss},
@@ -128,9 +141,34 @@ int coordinate(const Config& config, ProcessGroup& group, int clients) {
   return out.interrupted ? 128 + interrupt_signal() : 0;
 }
 
-int serve_as_client(const Config& config, ProcessGroup& group, int client, int clients) {
-  const RunFolder folder = create_run_folder(config, group.rank());
-  Log log(group.rank(), folder.rank_log_path(group.rank()), false);
+// The coordinator a client connects to: through the job's store, or for `brigade fed-client`
+// (store null) at fed.coordinator with the key of fed.coordinator_public.
+CoordinatorAddress find_coordinator(const Config& config, Store* store, int client,
+                                    const std::string& public_key) {
+  if (!store) {
+    const std::string coordinator_key =
+        read_public_key_file(config.fed.coordinator_public, "fed.coordinator_public");
+    return {.endpoint = "tcp://" + config.fed.coordinator,
+            .public_key = coordinator_key,
+            .run_tag = standalone_run_tag(coordinator_key, config.run.name)};
+  }
+  CoordinatorAddress address = join_coordinator(*store, client, public_key);
+  if (!config.fed.coordinator_public.empty() &&
+      address.public_key !=
+          read_public_key_file(config.fed.coordinator_public, "fed.coordinator_public")) {
+    throw CommError(CommError::Kind::kOther,
+                    fmt::format("client {}: the coordinator at {} holds a key that is not the "
+                                "one in fed.coordinator_public; not connecting",
+                                client, address.endpoint));
+  }
+  return address;
+}
+
+int serve_as_client(const Config& config, Store* store, int client, int clients) {
+  // Client k is rank k + 1 of the job, or of the federation a fed-client joins.
+  const int rank = client + 1;
+  const RunFolder folder = create_run_folder(config, rank);
+  Log log(rank, folder.rank_log_path(rank), false);
   // The launcher forwards a SIGINT/SIGTERM to every rank: a client answers until the
   // coordinator has saved its round and says stop.
   const InterruptGuard interrupts;
@@ -149,20 +187,11 @@ int serve_as_client(const Config& config, ProcessGroup& group, int client, int c
                                   .seed = static_cast<uint64_t>(config.run.seed),
                                   .flip_labels = attacker && config.fed.attack == "label_flip"};
   LocalTrainer trainer(local, *model, *data, client);
-  Store& store = *group.world_options.store;
   const CurveKeyPair keys =
       config.fed.client_key.empty()
           ? CurveKeyPair::generate()
           : read_secret_key_file(with_client(config.fed.client_key, client), "fed.client_key");
-  const CoordinatorAddress address = join_coordinator(store, client, keys.public_key);
-  if (!config.fed.coordinator_public.empty() &&
-      address.public_key !=
-          read_public_key_file(config.fed.coordinator_public, "fed.coordinator_public")) {
-    throw CommError(CommError::Kind::kOther,
-                    fmt::format("client {}: the coordinator at {} holds a key that is not the "
-                                "one in fed.coordinator_public; not connecting",
-                                client, address.endpoint));
-  }
+  const CoordinatorAddress address = find_coordinator(config, store, client, keys.public_key);
   CurveClientLink link(keys, address.public_key, address.endpoint);
   log.info("federated client {}: {} examples from {}, coordinator at {}", client, data->size(),
            data_dir, address.endpoint);
@@ -183,8 +212,9 @@ int serve_as_client(const Config& config, ProcessGroup& group, int client, int c
                           .dp_clip = config.fed.dp_clip,
                           .classifier = config.model.is_classifier(),
                           .dp_noise = config.fed.dp_noise};
+  // A standalone client learns that the run is over from the coordinator's stop alone.
   Client role(
-      setup, trainer, *model, link, [&store] { return store.check({kDoneKey}); }, log);
+      setup, trainer, *model, link, [store] { return store && store->check({kDoneKey}); }, log);
   const int64_t rounds = role.run();
   log.info("federated client {}: done after {} rounds", client, rounds);
   return 0;
@@ -207,6 +237,12 @@ int federation_clients(const Config& config, int world) {
         "0) and at least one client (start N + 1 processes for N clients)");
   }
   const int clients = world - 1;
+  if (config.fed.clients != 0 && config.fed.clients != clients) {
+    throw ConfigError(fmt::format(
+        "fed.clients = {}: the job has {} process(es), a coordinator and {} client(s); leave it "
+        "at 0 under `brigade launch` (it is for `brigade fed-server`)",
+        config.fed.clients, world, clients));
+  }
   if (config.fed.attackers >= clients) {
     throw ConfigError(fmt::format(
         "fed.attackers = {}: the job has {} client(s); at least one client must be honest",
@@ -229,8 +265,61 @@ int federation_clients(const Config& config, int world) {
 
 int train_federated(const Config& config, ProcessGroup group) {
   const int clients = federation_clients(config, group.size());
-  if (group.rank() == 0) return coordinate(config, group, clients);
-  return serve_as_client(config, group, group.rank() - 1, clients);
+  Store* store = group.world_options.store.get();
+  if (group.rank() == 0) return coordinate(config, store, clients);
+  return serve_as_client(config, store, group.rank() - 1, clients);
+}
+
+void check_standalone_role(const Config& config, const char* command) {
+  const auto need = [&](bool ok, const char* key, const std::string& what) {
+    if (!ok) {
+      throw ConfigError(fmt::format("{} = \"\": `brigade {}` needs it: {}", key, command, what));
+    }
+  };
+  if (config.sync.method != "fed") {
+    throw ConfigError(
+        fmt::format("sync.method = \"{}\": `brigade {}` runs a federation; set "
+                    "sync.method = \"fed\"",
+                    config.sync.method, command));
+  }
+  if (config.fed.clients < 1) {
+    throw ConfigError(fmt::format(
+        "fed.clients = {}: `brigade {}` needs the number of clients of the federation (1 or "
+        "more; client k holds the key fed.client_public names for k)",
+        config.fed.clients, command));
+  }
+  if (std::string(command) == "fed-server") {
+    need(!config.fed.coordinator_key.empty(), "fed.coordinator_key",
+         "the coordinator's long-term key (`brigade keygen`), whose public half the clients pin");
+    need(!config.fed.client_public.empty(), "fed.client_public",
+         "the clients' public keys, with {client} for the index: the federation's members");
+    if (config.fed.min_clients > config.fed.clients) {
+      throw ConfigError(fmt::format("fed.min_clients = {}: must be at most fed.clients = {}",
+                                    config.fed.min_clients, config.fed.clients));
+    }
+  } else {
+    need(!config.fed.client_key.empty(), "fed.client_key",
+         "the client's long-term key (`brigade keygen`), with {client} for the index, which the "
+         "coordinator's fed.client_public lists");
+    need(!config.fed.coordinator_public.empty(), "fed.coordinator_public",
+         "the coordinator's public key, which the client pins");
+    need(!config.fed.coordinator.empty(), "fed.coordinator",
+         "the coordinator's host:port (its fed.bind)");
+  }
+}
+
+int serve_federation(const Config& config) {
+  check_standalone_role(config, "fed-server");
+  return coordinate(config, nullptr, static_cast<int>(config.fed.clients));
+}
+
+int join_federation(const Config& config, int client) {
+  check_standalone_role(config, "fed-client");
+  if (client < 0 || client >= config.fed.clients) {
+    throw ConfigError(fmt::format("--client {}: fed.clients = {} numbers the clients 0..{}", client,
+                                  config.fed.clients, config.fed.clients - 1));
+  }
+  return serve_as_client(config, nullptr, client, static_cast<int>(config.fed.clients));
 }
 
 }  // namespace brigade

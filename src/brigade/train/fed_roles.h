@@ -25,4 +25,13 @@ std::string with_client(const std::string& pattern, int client);
 // Runs this process's role; returns the exit code.
 int train_federated(const Config& config, ProcessGroup group);
 
+// A federation started by hand, one process per role, with no launcher or store between them
+// (docs/federated.md, "Started by hand"): membership is fed.client_public's keys, the run tag
+// is derived from the coordinator's public key and run.name.
+//   `brigade fed-server`: the coordinator of fed.clients clients, bound at fed.bind.
+//   `brigade fed-client --client K`: client K, connecting to fed.coordinator.
+// Each throws ConfigError naming a missing key; returns the exit code.
+int serve_federation(const Config& config);
+int join_federation(const Config& config, int client);
+
 }  // namespace brigade
