@@ -293,6 +293,12 @@ void check_standalone_role(const Config& config, const char* command) {
          "the coordinator's long-term key (`brigade keygen`), whose public half the clients pin");
     need(!config.fed.client_public.empty(), "fed.client_public",
          "the clients' public keys, with {client} for the index: the federation's members");
+    if (config.fed.bind.find(':') == std::string::npos) {
+      throw ConfigError(fmt::format(
+          "fed.bind = \"{}\": `brigade fed-server` needs host:port, the address its clients "
+          "name in fed.coordinator (for example \"10.0.0.1:29600\")",
+          config.fed.bind));
+    }
     if (config.fed.min_clients > config.fed.clients) {
       throw ConfigError(fmt::format("fed.min_clients = {}: must be at most fed.clients = {}",
                                     config.fed.min_clients, config.fed.clients));
