@@ -346,10 +346,12 @@ nlohmann::json Coordinator::aggregate(const std::map<int, Answer>& answers, int6
 std::pair<double, double> Coordinator::evaluate() {
   double loss_sum = 0, correct = 0, total = 0;
   test_.reset();
-  // Examples weigh equally: an image is one target, a window of text T of them.
+  // Examples weigh equally: an image is one target, a window of text T of them. The task loss
+  // is reported, without a mixture of experts' load-balancing term.
   while (test_.next(eval_batch_)) {
     const auto count = static_cast<double>(eval_batch_.size);
-    loss_sum += static_cast<double>(model_.forward(eval_batch_)) * count;
+    const double loss = static_cast<double>(model_.forward(eval_batch_)) - model_.aux_loss();
+    loss_sum += loss * count;
     correct += static_cast<double>(model_.correct_predictions());
     total += count;
   }
