@@ -73,18 +73,21 @@ TEST_F(StandaloneFederation, FedServerAndClientsStartedByHandEndWhereTheLaunched
   const int port = unused_port();
   ASSERT_GT(port, 0);
   const std::string keys = dir_ + "/keys/";
-  const std::string hand = write_config(
-      "hand", "clients = 2\nbind = \"127.0.0.1:" + std::to_string(port) +
-                  "\"\ncoordinator = \"127.0.0.1:" + std::to_string(port) +
-                  "\"\ncoordinator_key = \"" + keys + "coordinator.key\"\ncoordinator_public = \"" +
-                  keys + "coordinator.pub\"\nclient_key = \"" + keys +
-                  "client_{client}.key\"\nclient_public = \"" + keys + "client_{client}.pub\"\n");
+  const std::string address = "\"127.0.0.1:" + std::to_string(port) + "\"\n";
+  // Each party's own config, as on separate hosts: the coordinator lists the clients' public
+  // keys and holds its secret; a client holds its secret and pins the coordinator's public key.
+  const std::string server = write_config(
+      "server", "clients = 2\nbind = " + address + "coordinator_key = \"" + keys +
+                    "coordinator.key\"\nclient_public = \"" + keys + "client_{client}.pub\"\n");
+  const std::string client = write_config(
+      "client", "clients = 2\ncoordinator = " + address + "coordinator_public = \"" + keys +
+                    "coordinator.pub\"\nclient_key = \"" + keys + "client_{client}.key\"\n");
   const std::string bin = BRIGADE_BINARY;
   const std::string out = " --set run.out_dir=" + dir_ + "/hand";
   // Clients first: ZeroMQ connects whenever the coordinator binds.
-  const std::string cmd = "bash -c '" + bin + " fed-client " + hand + " --client 0" + out +
-                          " & a=$!; " + bin + " fed-client " + hand + " --client 1" + out +
-                          " & b=$!; " + bin + " fed-server " + hand + out +
+  const std::string cmd = "bash -c '" + bin + " fed-client " + client + " --client 0" + out +
+                          " & a=$!; " + bin + " fed-client " + client + " --client 1" + out +
+                          " & b=$!; " + bin + " fed-server " + server + out +
                           "; s=$?; wait $a; ca=$?; wait $b; cb=$?; echo exits $s $ca $cb; " +
                           "test $s -eq 0 -a $ca -eq 0 -a $cb -eq 0'";
   const auto r = run_command(cmd, 240);
@@ -114,7 +117,6 @@ TEST_F(StandaloneFederation, MissingKeysAreRefusedByName) {
             std::string::npos)
       << r.output;
   r = run_command(bin + " fed-client " + bare + " --client 5 --set fed.client_key=k" +
-                      " --set fed.client_public=p" +
                       " --set fed.coordinator_public=p --set fed.coordinator=127.0.0.1:1",
                   30);
   EXPECT_EQ(r.exit_code, 2) << r.output;

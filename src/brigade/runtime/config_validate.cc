@@ -156,19 +156,20 @@ void validate_ps(const PsConfig& ps, const SyncConfig& sync, const DataConfig& d
 
 // The robust-aggregation, privacy and attack keys of [fed] (docs/security.md).
 void validate_fed_trust(const FedConfig& fed) {
-  require(fed.client_key.empty() == fed.client_public.empty(),
+  // Inside one job every role reads the same config, so a pair of keys goes together. A
+  // federation started by hand (fed.clients > 0: `brigade fed-server`, `fed-client`) gives each
+  // party its own: the coordinator lists the clients' public keys and never holds their secrets,
+  // a client holds its secret and pins the coordinator's public key.
+  const bool by_hand = fed.clients > 0;
+  require(by_hand || fed.client_key.empty() == fed.client_public.empty(),
           fed.client_key.empty() ? "fed.client_public" : "fed.client_key",
           quote(fed.client_key.empty() ? fed.client_public : fed.client_key),
           "fed.client_key and fed.client_public go together: each client proves the key that "
           "the coordinator lists for it");
-  // Inside one job the coordinator is a rank of the same config; a `brigade fed-client` names
-  // where its coordinator runs (fed.coordinator) and never holds that secret.
-  require(
-      fed.coordinator_public.empty() || !fed.coordinator_key.empty() || !fed.coordinator.empty(),
-      "fed.coordinator_public", quote(fed.coordinator_public),
-      "needs fed.coordinator_key: a coordinator without a long-term key cannot hold the "
-      "pinned one (or fed.coordinator, for a `brigade fed-client` of a coordinator "
-      "elsewhere)");
+  require(by_hand || fed.coordinator_public.empty() || !fed.coordinator_key.empty(),
+          "fed.coordinator_public", quote(fed.coordinator_public),
+          "needs fed.coordinator_key: a coordinator without a long-term key cannot hold the "
+          "pinned one");
   require_one_of(fed.aggregator, "fed.aggregator",
                  {"mean", "median", "trimmed_mean", "krum", "multi_krum"});
   require_real(fed.trim_fraction, "fed.trim_fraction", 0.0, 0.499999, false);
