@@ -99,7 +99,18 @@ Command add_train(CLI::App& app) {
   };
 }
 
-// A federation started by hand (docs/federated.md, "Started by hand"): one process per role.
+// A federation started by hand (docs/federated.md, "Started by hand"): one process per role,
+// each reading its own config (the role's own checks follow in fed_roles.cc).
+namespace {
+Config federation_config(const ConfigArgs& args) {
+  Config config = load_config(args.path, args.overrides);
+  config.validate();
+  resolve_vocab_from_data(config);
+  configure_kernels(config.train);
+  return config;
+}
+}  // namespace
+
 Command add_fed_server(CLI::App& app) {
   auto args = std::make_shared<ConfigArgs>();
   auto* sub = app.add_subcommand(
@@ -107,11 +118,7 @@ Command add_fed_server(CLI::App& app) {
   add_config_args(sub, *args);
   return [args]() {
     name_this_thread("brigade-fed-server");
-    Config config = load_config(args->path, args->overrides);
-    config.validate();
-    resolve_vocab_from_data(config);
-    configure_kernels(config.train);
-    return serve_federation(config);
+    return serve_federation(federation_config(*args));
   };
 }
 
@@ -126,11 +133,7 @@ Command add_fed_client(CLI::App& app) {
       ->check(CLI::Range(0, (1 << 20) - 1));
   return [args, client]() {
     name_this_thread("brigade-fed-client");
-    Config config = load_config(args->path, args->overrides);
-    config.validate();
-    resolve_vocab_from_data(config);
-    configure_kernels(config.train);
-    return join_federation(config, *client);
+    return join_federation(federation_config(*args), *client);
   };
 }
 
