@@ -31,8 +31,10 @@ TEST(Mpirun, TwoRanksTrainAndMatchTheBrigadeLauncher) {
   std::string config = dir + "/mpi.toml";
   std::ofstream(config) << kConfig;
   std::string bin = BRIGADE_BINARY;
-  // A port of our own so parallel tests do not collide on the default 29500.
-  int port = 20000 + static_cast<int>(getpid() % 20000);
+  // A port of our own so parallel tests do not collide on the default 29500, below Linux's
+  // ephemeral range (32768-60999), where other tests' bind-to-0 listeners and outgoing
+  // connections take theirs (a run once lost 39640 that way).
+  int port = 20000 + static_cast<int>(getpid() % 12000);
   auto mpi = run_command(
       "mpirun -np 2 --allow-run-as-root --oversubscribe -x MASTER_PORT=" + std::to_string(port) +
       " " + bin + " train " + config + " --set run.out_dir=" + dir + "/mpi");
