@@ -31,6 +31,8 @@ import subprocess
 import sys
 import time
 
+from fed_metrics import coordinator_rounds, metrics_records, save_results
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = os.path.join(ROOT, "build", "release", "brigade")
 CONFIG = os.path.join(ROOT, "configs", "federated-text.toml")
@@ -110,8 +112,7 @@ def run_fed(work, data, clients, rounds, local_steps, arm, name):
     start = time.time()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     wall = time.time() - start
-    records = [json.loads(l) for l in open(os.path.join(run_dir, name, "metrics.jsonl"))]
-    rounds_done = [r for r in records if r.get("type") == "round" and not r.get("superseded")]
+    rounds_done = coordinator_rounds(metrics_records(os.path.join(run_dir, name, "metrics.jsonl")))
     last = rounds_done[-1]
     return {"arm": arm, "test_loss": last["test_loss"], "wall_s": wall,
             "bytes_per_round": last["bytes_down"] + last["bytes_up"],
@@ -155,9 +156,7 @@ def main():
             results.append(r)
             print(f"{scheme:9} {arm:8} {r['test_loss']:9.4f} {r['test_loss'] / math.log(2):9.3f} "
                   f"{r['wall_s']:7.0f} {r['bytes_per_round'] / 1e6:9.2f}", flush=True)
-            if a.out:
-                with open(a.out, "w") as f:
-                    json.dump(results, f, indent=1)
+            save_results(a.out, results)
     return 0
 
 

@@ -38,6 +38,8 @@ import subprocess
 import sys
 import time
 
+from fed_metrics import coordinator_rounds, metrics_records, save_results
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 BASE_TOML = """\
@@ -92,13 +94,6 @@ def noise_for(a, q, rounds, epsilon):
     return json.loads(out)["noise"]
 
 
-def records(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def run(a, name, clients, data, sets):
     """One federation; returns its settings and what its metrics say."""
     folder = os.path.join(a.work, "runs", name)
@@ -112,8 +107,8 @@ def run(a, name, clients, data, sets):
     with open(os.path.join(a.work, name + ".log"), "w") as log:
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
     wall = time.time() - start
-    rs = records(os.path.join(folder, "metrics.jsonl"))
-    rounds = [r for r in rs if r.get("type") == "round" and not r.get("superseded")]
+    rs = metrics_records(os.path.join(folder, "metrics.jsonl"))
+    rounds = coordinator_rounds(rs)
     summary = ([r for r in rs if r.get("type") == "summary"] or [{}])[-1]
     answered = sum(r.get("answered", 0) for r in rounds)
     selected = [c for r in rounds for c in r.get("selected", [])]
@@ -240,10 +235,8 @@ def attack_table(a, split, seeds, results):
 
 
 def write_json(a, results):
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump({"binary": a.binary, "base_toml": BASE_TOML, "args": vars(a),
-                       "runs": results}, f, indent=1)
+    save_results(a.out, {"binary": a.binary, "base_toml": BASE_TOML, "args": vars(a),
+                         "runs": results})
 
 
 def main():

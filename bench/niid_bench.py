@@ -13,11 +13,12 @@ draws (its partition_data_label_quantity with numpy's default_rng(42)), given to
   python3 bench/niid_bench.py --cells dir0.5:fedavg,dir0.5:fedprox,dir0.5:scaffold
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
+
+from fed_metrics import coordinator_rounds, metrics_records, save_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = os.path.join(ROOT, "build", "release", "brigade")
@@ -68,8 +69,7 @@ def run_cell(work, split, strategy, rounds, epochs, seed=None, extra=()):
     start = time.time()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     wall = time.time() - start
-    records = [json.loads(l) for l in open(f"{work}/runs/{name}/metrics.jsonl")]
-    rounds_done = [r for r in records if r.get("type") == "round" and not r.get("superseded")]
+    rounds_done = coordinator_rounds(metrics_records(f"{work}/runs/{name}/metrics.jsonl"))
     last = rounds_done[-1]
     return {
         "split": split, "strategy": strategy, "rounds": rounds, "local_epochs": epochs,
@@ -111,9 +111,7 @@ def main():
         results.append(r)
         print(f"{split:8} {strategy:9} {r['test_accuracy']:9.2f} {r['anchor'] or 0:12.1f} "
               f"{r['wall_s']:8.0f} {r['bytes_per_round'] / 1e6:9.2f}", flush=True)
-        if a.out:
-            with open(a.out, "w") as f:
-                json.dump(results, f, indent=1)
+        save_results(a.out, results)
     return 0
 
 
