@@ -270,12 +270,17 @@ int train_federated(const Config& config, ProcessGroup group) {
   return serve_as_client(config, store, group.rank() - 1, clients);
 }
 
-void check_standalone_role(const Config& config, const char* command) {
-  const auto need = [&](bool ok, const char* key, const std::string& what) {
-    if (!ok) {
-      throw ConfigError(fmt::format("{} = \"\": `brigade {}` needs it: {}", key, command, what));
-    }
-  };
+namespace {
+
+// A key that `brigade <command>` cannot run without; ConfigError naming it when it is empty.
+void require_key(const std::string& value, const char* key, const char* command, const char* what) {
+  if (value.empty()) {
+    throw ConfigError(fmt::format("{} = \"\": `brigade {}` needs it: {}", key, command, what));
+  }
+}
+
+// What both commands of a federation started by hand need: a federation, and its size.
+void check_started_by_hand(const Config& config, const char* command) {
   if (config.sync.method != "fed") {
     throw ConfigError(
         fmt::format("sync.method = \"{}\": `brigade {}` runs a federation; set "
@@ -288,39 +293,41 @@ void check_standalone_role(const Config& config, const char* command) {
         "more; client k holds the key fed.client_public names for k)",
         config.fed.clients, command));
   }
-  if (std::string(command) == "fed-server") {
-    need(!config.fed.coordinator_key.empty(), "fed.coordinator_key",
-         "the coordinator's long-term key (`brigade keygen`), whose public half the clients pin");
-    need(!config.fed.client_public.empty(), "fed.client_public",
-         "the clients' public keys, with {client} for the index: the federation's members");
-    if (config.fed.bind.find(':') == std::string::npos) {
-      throw ConfigError(fmt::format(
-          "fed.bind = \"{}\": `brigade fed-server` needs host:port, the address its clients "
-          "name in fed.coordinator (for example \"10.0.0.1:29600\")",
-          config.fed.bind));
-    }
-    if (config.fed.min_clients > config.fed.clients) {
-      throw ConfigError(fmt::format("fed.min_clients = {}: must be at most fed.clients = {}",
-                                    config.fed.min_clients, config.fed.clients));
-    }
-  } else {
-    need(!config.fed.client_key.empty(), "fed.client_key",
-         "the client's long-term key (`brigade keygen`), with {client} for the index, which the "
-         "coordinator's fed.client_public lists");
-    need(!config.fed.coordinator_public.empty(), "fed.coordinator_public",
-         "the coordinator's public key, which the client pins");
-    need(!config.fed.coordinator.empty(), "fed.coordinator",
-         "the coordinator's host:port (its fed.bind)");
-  }
 }
 
+}  // namespace
+
 int serve_federation(const Config& config) {
-  check_standalone_role(config, "fed-server");
+  constexpr const char* kCommand = "fed-server";
+  check_started_by_hand(config, kCommand);
+  require_key(config.fed.coordinator_key, "fed.coordinator_key", kCommand,
+              "the coordinator's long-term key (`brigade keygen`), whose public half the clients "
+              "pin");
+  require_key(config.fed.client_public, "fed.client_public", kCommand,
+              "the clients' public keys, with {client} for the index: the federation's members");
+  if (config.fed.bind.find(':') == std::string::npos) {
+    throw ConfigError(fmt::format(
+        "fed.bind = \"{}\": `brigade fed-server` needs host:port, the address its clients "
+        "name in fed.coordinator (for example \"10.0.0.1:29600\")",
+        config.fed.bind));
+  }
+  if (config.fed.min_clients > config.fed.clients) {
+    throw ConfigError(fmt::format("fed.min_clients = {}: must be at most fed.clients = {}",
+                                  config.fed.min_clients, config.fed.clients));
+  }
   return coordinate(config, nullptr, static_cast<int>(config.fed.clients));
 }
 
 int join_federation(const Config& config, int client) {
-  check_standalone_role(config, "fed-client");
+  constexpr const char* kCommand = "fed-client";
+  check_started_by_hand(config, kCommand);
+  require_key(config.fed.client_key, "fed.client_key", kCommand,
+              "the client's long-term key (`brigade keygen`), with {client} for the index, which "
+              "the coordinator's fed.client_public lists");
+  require_key(config.fed.coordinator_public, "fed.coordinator_public", kCommand,
+              "the coordinator's public key, which the client pins");
+  require_key(config.fed.coordinator, "fed.coordinator", kCommand,
+              "the coordinator's host:port (its fed.bind)");
   if (client < 0 || client >= config.fed.clients) {
     throw ConfigError(fmt::format("--client {}: fed.clients = {} numbers the clients 0..{}", client,
                                   config.fed.clients, config.fed.clients - 1));
