@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian package brigade needs to build, test and run its default jobs.
 # Idempotent: installs only what is missing; nothing comes from outside Debian's archive.
+#   scripts/install-deps.sh        everything (make test)
+#   scripts/install-deps.sh run    what building and the default job need (make run): not the
+#                                  packages only tests use, the largest of which is Chromium
 set -euo pipefail
 
 packages=(
@@ -21,14 +24,20 @@ packages=(
   libgfshare-dev           # secure aggregation: Shamir secret sharing over GF(2^8)
   libcpp-httplib-dev       # brigade serve: the HTTP server (and the tests' client)
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (the published Event schema)
-  python3-protobuf         # tests: an independent reader of those files
-  chromium                 # tests: `brigade report` pages opened in a real, headless browser
-  openmpi-bin              # mpirun bootstrap test
   fortunes                 # default text corpus: /usr/share/games/fortunes
   dataset-fashion-mnist    # image data set: /usr/share/datasets/fashion-mnist
   iproute2                 # network namespaces for slow-link emulation
+)
+test_packages=(
+  python3-protobuf         # tests: an independent reader of TensorBoard event files
+  chromium                 # tests: `brigade report` pages opened in a real, headless browser
+  openmpi-bin              # mpirun bootstrap test
   strace                   # tests: which files each federated process opens
 )
+
+if [ "${1:-}" != "run" ]; then
+  packages+=("${test_packages[@]}")
+fi
 
 missing=()
 for p in "${packages[@]}"; do

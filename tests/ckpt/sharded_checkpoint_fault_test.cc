@@ -14,7 +14,7 @@
 #include "comm/comm_test_util.h"
 #include "comm/multiprocess.h"
 
-namespace brigade {
+namespace brigade::sharded_checkpoint_fault_test {
 namespace {
 
 using testutil::make_file_comm;
@@ -142,4 +142,4 @@ TEST(ShardedCheckpointFault, TruncatedShardIsNamedAndThePreviousCheckpointUsed) 
 }
 
 }  // namespace
-}  // namespace brigade
+}  // namespace brigade::sharded_checkpoint_fault_test

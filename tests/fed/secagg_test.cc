@@ -383,12 +383,12 @@ TEST(SecAggRound, TheSumIsExactWith0_1_AndNMinusTDropoutsAfterMasking) {
     // Their masked inputs are lost: they are in U2 \ U3.
     Dropouts lost;
     for (int i = 0; i < drops; ++i) lost.before_masking.insert(ids[2 * i]);
-    SCOPED_TRACE(testing::Message() << drops << " masked inputs lost");
+    SCOPED_TRACE(::testing::Message() << drops << " masked inputs lost");
     expect_exact_sum(run_round(params, ids, updates, lost), params.fixed);
     // Their masked inputs arrive but their reveals do not: still t replies.
     Dropouts silent;
     for (int i = 0; i < drops; ++i) silent.before_unmask.insert(ids[i + 3]);
-    SCOPED_TRACE(testing::Message() << drops << " survivors silent at unmasking");
+    SCOPED_TRACE(::testing::Message() << drops << " survivors silent at unmasking");
     const Outcome out = run_round(params, ids, updates, silent);
     expect_exact_sum(out, params.fixed);
     ASSERT_TRUE(out.sum);

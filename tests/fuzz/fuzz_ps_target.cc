@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "brigade/base/error.h"
-#include "brigade/model/param_spec.h"
 #include "brigade/sync/ps/ps_server.h"
+#include "brigade/tensor/param_spec.h"
 #include "fuzz/fuzz_frames.h"
 #include "fuzz/fuzz_target.h"
 

@@ -15,11 +15,11 @@
 #include "brigade/infer/stage_weights.h"
 #include "brigade/model/gpt.h"
 #include "brigade/model/gpt_decoder.h"
-#include "brigade/parallel/tensor/tp_layout.h"
+#include "brigade/model/tp/tp_layout.h"
 #include "brigade/tensor/rng.h"
 #include "model/grad_check.h"
 
-namespace brigade {
+namespace brigade::stage_decoder_test {
 namespace {
 
 const GptConfig kCfg{.vocab = 13, .seq_len = 12, .d_model = 16, .n_layer = 3, .n_head = 4};
@@ -121,4 +121,4 @@ TEST(StageDecoder, RefusesAnEmptyOrOutOfRangeStage) {
 }
 
 }  // namespace
-}  // namespace brigade
+}  // namespace brigade::stage_decoder_test

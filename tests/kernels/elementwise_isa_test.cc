@@ -403,8 +403,7 @@ TEST(KernelIsa, EnvironmentForcesTheDefaultPath) {
 // shared header) could be the copy the linker keeps for every caller, putting AVX-512
 // instructions on the baseline path. Each file must define only its table's accessor.
 TEST(KernelIsa, IsaObjectsDefineOnlyTheirTable) {
-  std::string lib = BRIGADE_BINARY;
-  lib = lib.substr(0, lib.rfind('/')) + "/libbrigade_lib.a";
+  const std::string lib = BRIGADE_KERNELS_ARCHIVE;
   const std::string listing = run_command("nm --defined-only -C " + lib + " 2>&1");
   ASSERT_NE(listing.find("elementwise_avx512.cc.o:"), std::string::npos) << lib << "\n"
                                                                          << listing.substr(0, 500);

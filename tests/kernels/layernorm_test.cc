@@ -14,7 +14,7 @@
 #include "gemm_backends.h"
 #include "grad_check.h"
 
-namespace brigade {
+namespace brigade::layernorm_test {
 namespace {
 
 using test::all_close;
@@ -138,4 +138,4 @@ TEST(LayerNormOneDnn, PrimitivesAreMadeOncePerWidth) {
 }
 
 }  // namespace
-}  // namespace brigade
+}  // namespace brigade::layernorm_test

@@ -14,7 +14,7 @@
 #include "gemm_backends.h"
 #include "grad_check.h"
 
-namespace brigade {
+namespace brigade::matmul_test {
 namespace {
 
 using test::all_close;
@@ -183,4 +183,4 @@ INSTANTIATE_TEST_SUITE_P(Backends, MatmulBackend, test::kGemmBackends,
                          [](const auto& info) { return gemm_backend_name(info.param); });
 
 }  // namespace
-}  // namespace brigade
+}  // namespace brigade::matmul_test

@@ -10,7 +10,7 @@
 
 #include "grad_check.h"
 
-namespace brigade {
+namespace brigade::optim_test {
 namespace {
 
 using test::all_close;
@@ -147,4 +147,4 @@ TEST(AllFinite, DetectsNanAndInfAnywhere) {
 }
 
 }  // namespace
-}  // namespace brigade
+}  // namespace brigade::optim_test

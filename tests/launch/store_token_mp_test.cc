@@ -20,7 +20,7 @@
 #include "common/tiny_gpt_config.h"
 #include "launch/launch_test_util.h"
 
-namespace brigade {
+namespace brigade::store_token_mp_test {
 namespace {
 
 using testing::BackgroundBrigade;
@@ -206,4 +206,4 @@ TEST_F(StoreToken, HandStartedWorkersWithoutATokenStillWorkAndWarnOnce) {
 }
 
 }  // namespace
-}  // namespace brigade
+}  // namespace brigade::store_token_mp_test

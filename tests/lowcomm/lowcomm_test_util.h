@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "brigade/model/param_spec.h"
+#include "brigade/tensor/param_spec.h"
 #include "brigade/tensor/rng.h"
 
 namespace brigade::testutil {

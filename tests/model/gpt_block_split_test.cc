@@ -18,7 +18,7 @@
 #include "brigade/model/gpt_block.h"
 #include "brigade/model/gpt_layout.h"
 #include "brigade/model/lora.h"
-#include "brigade/model/param_spec.h"
+#include "brigade/tensor/param_spec.h"
 #include "brigade/tensor/rng.h"
 
 namespace brigade {

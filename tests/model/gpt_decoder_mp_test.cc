@@ -15,7 +15,7 @@
 
 #include "brigade/model/gpt.h"
 #include "brigade/model/gpt_decoder.h"
-#include "brigade/parallel/tensor/tp_layout.h"
+#include "brigade/model/tp/tp_layout.h"
 #include "brigade/tensor/rng.h"
 #include "comm/comm_test_util.h"
 #include "comm/multiprocess.h"

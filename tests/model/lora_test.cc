@@ -16,7 +16,7 @@
 #include "brigade/tensor/rng.h"
 #include "model/grad_check.h"
 
-namespace brigade {
+namespace brigade::lora_test {
 namespace {
 
 const GptConfig kBase{.vocab = 11, .seq_len = 5, .d_model = 8, .n_layer = 2, .n_head = 2};
@@ -185,4 +185,4 @@ TEST(Lora, BadSettingsAreConfigErrors) {
 }
 
 }  // namespace
-}  // namespace brigade
+}  // namespace brigade::lora_test

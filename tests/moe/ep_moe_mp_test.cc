@@ -11,8 +11,8 @@
 #include <numeric>
 
 #include "brigade/base/error.h"
+#include "brigade/model/moe/ep_moe_layer.h"
 #include "brigade/model/moe/moe_layer.h"
-#include "brigade/parallel/expert/ep_moe_layer.h"
 #include "comm/comm_test_util.h"
 #include "comm/multiprocess.h"
 #include "kernels/grad_check.h"

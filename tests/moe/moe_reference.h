@@ -11,7 +11,7 @@
 
 #include "brigade/model/moe/moe_config.h"
 #include "brigade/model/moe/moe_params.h"
-#include "brigade/model/param_spec.h"
+#include "brigade/tensor/param_spec.h"
 #include "brigade/tensor/rng.h"
 
 namespace brigade::test {

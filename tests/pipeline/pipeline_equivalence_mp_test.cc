@@ -20,7 +20,7 @@
 #include "comm/comm_test_util.h"
 #include "comm/multiprocess.h"
 
-namespace brigade {
+namespace brigade::pipeline_equivalence_mp_test {
 namespace {
 
 using testutil::AllRanksOk;
@@ -201,4 +201,4 @@ TEST(PipelineEquivalence, MismatchedSetupIsRejected) {
 }
 
 }  // namespace
-}  // namespace brigade
+}  // namespace brigade::pipeline_equivalence_mp_test

@@ -5,7 +5,7 @@
 
 #include "brigade/base/error.h"
 
-namespace brigade {
+namespace brigade::config_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -190,4 +190,4 @@ TEST(Config, MissingFileNamesThePath) {
 }
 
 }  // namespace
-}  // namespace brigade
+}  // namespace brigade::config_test

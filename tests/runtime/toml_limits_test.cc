@@ -14,7 +14,7 @@
 #include "brigade/base/error.h"
 #include "brigade/runtime/config.h"
 
-namespace brigade {
+namespace brigade::toml_limits_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -118,4 +118,4 @@ TEST(TomlLimits, RefusesOversizedTextAndLongLines) {
 }
 
 }  // namespace
-}  // namespace brigade
+}  // namespace brigade::toml_limits_test

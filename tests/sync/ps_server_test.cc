@@ -11,10 +11,10 @@
 #include <map>
 #include <vector>
 
-#include "brigade/model/param_spec.h"
+#include "brigade/tensor/param_spec.h"
 #include "brigade/tensor/rng.h"
 
-namespace brigade {
+namespace brigade::ps_server_test {
 namespace {
 
 constexpr uint64_t kTag = 0xfeedbeefcafe1234ull;
@@ -505,4 +505,4 @@ TEST(PsMessage, MalformedFramesAreRefusedWithAReason) {
 }
 
 }  // namespace
-}  // namespace brigade
+}  // namespace brigade::ps_server_test

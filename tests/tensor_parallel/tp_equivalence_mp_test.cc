@@ -26,13 +26,13 @@
 
 #include "brigade/model/gpt.h"
 #include "brigade/model/lora.h"
-#include "brigade/parallel/tensor/tp_layout.h"
+#include "brigade/model/tp/tp_layout.h"
 #include "brigade/tensor/rng.h"
 #include "comm/comm_test_util.h"
 #include "comm/multiprocess.h"
 #include "model/grad_check.h"
 
-namespace brigade {
+namespace brigade::tp_equivalence_mp_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -232,4 +232,4 @@ TEST(TpInit, InitialisedShardsAreSlicesOfTheTp1Weights) {
 }
 
 }  // namespace
-}  // namespace brigade
+}  // namespace brigade::tp_equivalence_mp_test

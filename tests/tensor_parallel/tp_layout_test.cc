@@ -2,7 +2,7 @@
 // against formulas written out here), that the shards partition every tensor, that every rank
 // initialises to exactly the slice of the tp = 1 initialisation, the vocab padding, and the
 // rejection of shapes that do not divide.
-#include "brigade/parallel/tensor/tp_layout.h"
+#include "brigade/model/tp/tp_layout.h"
 
 #include <gtest/gtest.h>
 

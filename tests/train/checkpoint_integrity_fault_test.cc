@@ -21,7 +21,7 @@
 #include "common/run_command.h"
 #include "common/tiny_gpt_config.h"
 
-namespace brigade::testing {
+namespace brigade::testing::checkpoint_integrity_fault_test {
 namespace {
 
 const std::string kConfig = tiny_gpt_config({{"train.ckpt_every", "2"},
@@ -122,4 +122,4 @@ TEST_F(CheckpointIntegrity, FlippedBitInLatestIsRejected) {
 }
 
 }  // namespace
-}  // namespace brigade::testing
+}  // namespace brigade::testing::checkpoint_integrity_fault_test

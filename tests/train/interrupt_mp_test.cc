@@ -17,7 +17,7 @@
 #include "common/tiny_gpt_config.h"
 #include "launch/launch_test_util.h"
 
-namespace brigade {
+namespace brigade::interrupt_mp_test {
 namespace {
 
 using testing::BackgroundBrigade;
@@ -104,4 +104,4 @@ TEST_F(Interrupt, SigintDoesTheSameUnderParameterServers) {
 }
 
 }  // namespace
-}  // namespace brigade
+}  // namespace brigade::interrupt_mp_test

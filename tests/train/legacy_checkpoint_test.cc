@@ -13,7 +13,7 @@
 #include "brigade/ckpt/manifest.h"
 #include "brigade/ckpt/sharded_save.h"
 #include "brigade/comm/comm_factory.h"
-#include "brigade/model/param_spec.h"
+#include "brigade/tensor/param_spec.h"
 #include "brigade/train/checkpointing.h"
 #include "common/temp_dir.h"
 

@@ -93,7 +93,7 @@ TEST(MicroBatchWeights, AnySplitOfTheGlobalBatchEqualsTheWholeBatch) {
     for (int64_t dp : {1, 2, 4}) {
       for (int64_t accum : {1, 2}) {
         if (kGlobal % (dp * accum) != 0) continue;
-        SCOPED_TRACE(testing::Message() << "step " << step << " dp " << dp << " accum " << accum);
+        SCOPED_TRACE(::testing::Message() << "step " << step << " dp " << dp << " accum " << accum);
         const StepResult got = simulated_step(ds, dp, accum, step, true);
         EXPECT_NEAR(got.loss, ref.loss, 1e-5);
         EXPECT_LT(max_abs_diff(got.grads, ref.grads), 1e-6);

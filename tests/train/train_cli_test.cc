@@ -13,7 +13,7 @@
 #include "common/run_command.h"
 #include "common/tiny_gpt_config.h"
 
-namespace brigade {
+namespace brigade::train_cli_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -269,4 +269,4 @@ TEST_F(TrainCli, MlpLearnsFashionMnist) {
 }
 
 }  // namespace
-}  // namespace brigade
+}  // namespace brigade::train_cli_test

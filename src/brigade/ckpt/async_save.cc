@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "brigade/base/check.h"
-#include "brigade/monitor/trace.h"
+#include "brigade/base/trace.h"
 
 namespace brigade {
 

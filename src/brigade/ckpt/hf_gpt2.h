@@ -36,7 +36,7 @@
 
 #include "brigade/ckpt/safetensors.h"
 #include "brigade/model/gpt.h"
-#include "brigade/model/param_spec.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

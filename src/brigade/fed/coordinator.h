@@ -23,12 +23,12 @@
 #include "brigade/data/loader.h"
 #include "brigade/fed/dp_mechanism.h"
 #include "brigade/fed/fed_aggregate.h"
+#include "brigade/fed/fed_config.h"
 #include "brigade/fed/fed_message.h"
 #include "brigade/fed/privacy_accountant.h"
 #include "brigade/model/model.h"
 #include "brigade/monitor/log.h"
 #include "brigade/monitor/metrics.h"
-#include "brigade/runtime/config.h"
 
 namespace brigade {
 

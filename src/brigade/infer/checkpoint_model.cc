@@ -8,7 +8,7 @@
 #include "brigade/data/bpe.h"
 #include "brigade/data/byte_tokenizer.h"
 #include "brigade/model/lora_merge.h"
-#include "brigade/parallel/tensor/tp_layout.h"
+#include "brigade/model/tp/tp_layout.h"
 #include "brigade/train/checkpointing.h"
 #include "brigade/train/model_factory.h"
 #include "brigade/train/tp_state_pieces.h"

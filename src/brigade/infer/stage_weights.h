@@ -8,8 +8,8 @@
 
 #include "brigade/model/gpt_config.h"
 #include "brigade/model/gpt_decoder.h"
-#include "brigade/model/param_spec.h"
-#include "brigade/parallel/tensor/tp_context.h"
+#include "brigade/model/tp/tp_context.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

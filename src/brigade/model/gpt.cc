@@ -13,7 +13,7 @@
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
-#include "brigade/monitor/trace.h"
+#include "brigade/base/trace.h"
 
 namespace brigade {
 

@@ -24,7 +24,7 @@
 #include "brigade/model/gpt_layout.h"
 #include "brigade/model/model.h"
 #include "brigade/model/moe/moe_layer.h"
-#include "brigade/parallel/tensor/tp_context.h"
+#include "brigade/model/tp/tp_context.h"
 
 namespace brigade {
 

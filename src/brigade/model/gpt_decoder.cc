@@ -11,7 +11,7 @@
 #include "brigade/kernels/cpu/layernorm.h"
 #include "brigade/kernels/cpu/matmul.h"
 #include "brigade/kernels/cpu/vocab_parallel.h"
-#include "brigade/parallel/tensor/tp_comm.h"
+#include "brigade/model/tp/tp_comm.h"
 
 namespace brigade {
 

@@ -17,7 +17,7 @@
 #include "brigade/model/lora.h"
 #include "brigade/model/model.h"
 #include "brigade/model/moe/moe_params.h"
-#include "brigade/model/param_spec.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

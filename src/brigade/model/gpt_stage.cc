@@ -16,7 +16,7 @@
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
-#include "brigade/parallel/expert/ep_moe_layer.h"
+#include "brigade/model/moe/ep_moe_layer.h"
 
 namespace brigade {
 

@@ -64,10 +64,10 @@
 #include "brigade/model/gpt_layout.h"
 #include "brigade/model/model.h"
 #include "brigade/model/moe/moe_totals.h"
-#include "brigade/model/param_spec.h"
-#include "brigade/parallel/expert/stage_moe_layers.h"
-#include "brigade/parallel/pipeline/pipeline_stage.h"
-#include "brigade/parallel/tensor/tp_context.h"
+#include "brigade/model/moe/stage_moe_layers.h"
+#include "brigade/model/pipeline_stage.h"
+#include "brigade/model/tp/tp_context.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

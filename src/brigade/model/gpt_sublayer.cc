@@ -7,8 +7,8 @@
 #include "brigade/kernels/cpu/matmul.h"
 #include "brigade/kernels/cpu/residual.h"
 #include "brigade/kernels/cpu/vocab_parallel.h"
+#include "brigade/model/tp/tp_comm.h"
 #include "brigade/monitor/op_profiler.h"
-#include "brigade/parallel/tensor/tp_comm.h"
 
 namespace brigade {
 

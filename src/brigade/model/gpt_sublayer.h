@@ -13,7 +13,7 @@
 #include "brigade/model/gpt_config.h"
 #include "brigade/model/gpt_layout.h"
 #include "brigade/model/lora.h"
-#include "brigade/parallel/tensor/tp_context.h"
+#include "brigade/model/tp/tp_context.h"
 
 namespace brigade {
 

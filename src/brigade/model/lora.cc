@@ -7,7 +7,7 @@
 
 #include "brigade/base/error.h"
 #include "brigade/kernels/cpu/gemm_backend.h"
-#include "brigade/parallel/tensor/tp_comm.h"
+#include "brigade/model/tp/tp_comm.h"
 
 namespace brigade {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "brigade/parallel/tensor/tp_context.h"
+#include "brigade/model/tp/tp_context.h"
 
 namespace brigade {
 

@@ -4,7 +4,7 @@
 // that every consumer of plain weights runs unchanged: `brigade export` (Hugging Face GPT-2),
 // a KV-cache decoder, any tool that does not know the adapters.
 #include "brigade/model/gpt_config.h"
-#include "brigade/model/param_spec.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

@@ -8,7 +8,7 @@
 #include "brigade/model/batch.h"
 #include "brigade/model/flat_buffer.h"
 #include "brigade/model/moe/moe_totals.h"
-#include "brigade/model/param_spec.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "brigade/model/param_spec.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

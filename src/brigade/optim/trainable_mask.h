@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "brigade/model/param_spec.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

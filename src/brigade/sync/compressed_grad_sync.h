@@ -10,11 +10,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "brigade/model/param_spec.h"
 #include "brigade/sync/lowcomm/powersgd.h"
 #include "brigade/sync/lowcomm/signef.h"
 #include "brigade/sync/lowcomm/topk_ef.h"
 #include "brigade/sync/sync_method.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "brigade/model/param_spec.h"
 #include "brigade/sync/lowcomm/demo.h"
 #include "brigade/sync/sync_method.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

@@ -16,9 +16,9 @@
 #include <memory>
 #include <vector>
 
-#include "brigade/model/param_spec.h"
 #include "brigade/sync/lowcomm/diloco.h"
 #include "brigade/sync/sync_method.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

@@ -27,9 +27,9 @@
 #include <vector>
 
 #include "brigade/comm/communicator.h"
-#include "brigade/model/param_spec.h"
 #include "brigade/optim/optimizer.h"
 #include "brigade/parallel/dp_strategy.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "brigade/model/param_spec.h"
 #include "brigade/parallel/dp_strategy.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

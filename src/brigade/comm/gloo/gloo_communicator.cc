@@ -6,8 +6,8 @@
 #include <atomic>
 
 #include "brigade/base/check.h"
+#include "brigade/base/trace.h"
 #include "brigade/comm/gloo/gloo_collectives.h"
-#include "brigade/monitor/trace.h"
 
 namespace brigade::detail {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "brigade/model/moe/moe_config.h"
-#include "brigade/model/param_spec.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

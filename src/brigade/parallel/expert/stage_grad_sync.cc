@@ -5,7 +5,7 @@
 #include "brigade/base/check.h"
 #include "brigade/kernels/cpu/optim.h"
 #include "brigade/model/gpt_stage.h"
-#include "brigade/parallel/tensor/tp_layout.h"
+#include "brigade/model/tp/tp_layout.h"
 
 namespace brigade {
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 
 #include "brigade/comm/communicator.h"
-#include "brigade/model/param_spec.h"
-#include "brigade/parallel/tensor/tp_context.h"
+#include "brigade/model/tp/tp_context.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

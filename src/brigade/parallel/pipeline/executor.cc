@@ -9,7 +9,7 @@
 
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
-#include "brigade/monitor/trace.h"
+#include "brigade/base/trace.h"
 
 namespace brigade {
 

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "brigade/comm/communicator.h"
+#include "brigade/model/pipeline_stage.h"
 #include "brigade/parallel/pipeline/buffer_pool.h"
-#include "brigade/parallel/pipeline/pipeline_stage.h"
 #include "brigade/parallel/pipeline/schedule.h"
 
 namespace brigade {

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "brigade/parallel/pipeline/pipeline_stage.h"
+#include "brigade/model/pipeline_stage.h"
 
 namespace brigade {
 

@@ -9,7 +9,7 @@
 
 #include "brigade/comm/communicator.h"
 #include "brigade/comm/wire_traffic.h"
-#include "brigade/model/param_spec.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

@@ -21,9 +21,9 @@
 #include <memory>
 #include <vector>
 
-#include "brigade/model/param_spec.h"
 #include "brigade/sync/lowcomm/dct.h"
 #include "brigade/sync/lowcomm/payload.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

@@ -20,11 +20,11 @@
 
 #include "brigade/comm/communicator.h"
 #include "brigade/comm/wire_traffic.h"
-#include "brigade/model/param_spec.h"
 #include "brigade/optim/optimizer.h"
 #include "brigade/sync/lowcomm/dct.h"
 #include "brigade/sync/lowcomm/dct_topk.h"
 #include "brigade/sync/lowcomm/payload.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

@@ -38,7 +38,6 @@
 #include "brigade/base/flat_range.h"
 #include "brigade/comm/communicator.h"
 #include "brigade/comm/wire_traffic.h"
-#include "brigade/model/param_spec.h"
 #include "brigade/optim/optimizer.h"
 #include "brigade/optim/robust_aggregate.h"
 #include "brigade/sync/lowcomm/dct_topk.h"
@@ -46,6 +45,7 @@
 #include "brigade/sync/lowcomm/powersgd.h"
 #include "brigade/sync/lowcomm/quorum_exchange.h"
 #include "brigade/sync/lowcomm/sign_allreduce.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

@@ -16,8 +16,8 @@
 
 #include "brigade/comm/communicator.h"
 #include "brigade/comm/wire_traffic.h"
-#include "brigade/model/param_spec.h"
 #include "brigade/optim/optimizer.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

@@ -1,4 +1,4 @@
-#include "brigade/model/param_spec.h"
+#include "brigade/tensor/param_spec.h"
 
 #include <stdexcept>
 

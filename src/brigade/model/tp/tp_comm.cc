@@ -1,4 +1,4 @@
-#include "brigade/parallel/tensor/tp_comm.h"
+#include "brigade/model/tp/tp_comm.h"
 
 #include <algorithm>
 

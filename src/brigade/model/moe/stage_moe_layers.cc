@@ -1,8 +1,8 @@
-#include "brigade/parallel/expert/stage_moe_layers.h"
+#include "brigade/model/moe/stage_moe_layers.h"
 
 #include "brigade/base/check.h"
+#include "brigade/model/moe/ep_moe_layer.h"
 #include "brigade/model/moe/moe_layer.h"
-#include "brigade/parallel/expert/ep_moe_layer.h"
 
 namespace brigade {
 

@@ -1,4 +1,4 @@
-#include "brigade/parallel/tensor/tp_layout.h"
+#include "brigade/model/tp/tp_layout.h"
 
 #include <algorithm>
 

@@ -4,8 +4,8 @@
 // are always written in the full layout), for loading them back, and for tests that compare a
 // tp = k run with the tp = 1 run. Tensors are matched by name; vocab padding is dropped on the
 // way out and zero on the way in.
-#include "brigade/model/param_spec.h"
-#include "brigade/parallel/tensor/tp_context.h"
+#include "brigade/model/tp/tp_context.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 

@@ -1,4 +1,4 @@
-#include "brigade/monitor/trace.h"
+#include "brigade/base/trace.h"
 
 #include <pthread.h>
 

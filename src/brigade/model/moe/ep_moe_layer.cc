@@ -1,4 +1,4 @@
-#include "brigade/parallel/expert/ep_moe_layer.h"
+#include "brigade/model/moe/ep_moe_layer.h"
 
 #include <algorithm>
 #include <cmath>

@@ -22,7 +22,7 @@
 // collective finished. Counts are floats; "rows" counts are per rank.
 #include <cstdint>
 
-#include "brigade/parallel/tensor/tp_context.h"
+#include "brigade/model/tp/tp_context.h"
 
 namespace brigade {
 
