@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "brigade/base/file_io.h"
-#include "common/bf16_support.h"
 #include "hybrid/hybrid_runs.h"
 
 namespace brigade {
@@ -51,7 +50,6 @@ class Bf16Runs : public HybridRuns {
 };
 
 TEST_F(Bf16Runs, Bf16IsWithinItsBoundOfF32AndEveryLayoutEqualsOneProcess) {
-  BRIGADE_SKIP_WITHOUT_BF16_GEMM();
   const std::string f32 = run("f32", 1, "");
   const std::string bf16 = run("bf16", 1, kBf16);
   const double loss_vs_f32 = max_relative_difference(bf16, f32);

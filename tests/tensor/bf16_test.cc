@@ -140,5 +140,26 @@ TEST(Bf16, BranchFreeArrayConversionMatchesScalarOnEveryClass) {
   }
 }
 
+// round_to_bf16 keeps the rounded value as an f32: the bits of the scalar conversion there and
+// back, over the same sweep (NaN payloads, infinities, every tie), and in place.
+TEST(Bf16, RoundToBf16KeepsTheScalarConversionsBitsAsAFloat) {
+  std::vector<float> x;
+  for (uint64_t b = 0; b <= 0xffffffffull; b += 0x10001ull) x.push_back(from_bits(uint32_t(b)));
+  for (uint32_t e : {0x00000000u, 0x7f800000u, 0x3f800000u}) {
+    for (uint32_t low : {0x1u, 0x7fffu, 0x8000u, 0x8001u, 0x18000u, 0x7fffffu, 0x400000u}) {
+      x.push_back(from_bits(e | low));
+      x.push_back(from_bits(0x80000000u | e | low));
+    }
+  }
+  std::vector<float> r(x.size());
+  round_to_bf16(r.data(), x.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(to_bits(r[i]), to_bits(bf16_to_float(float_to_bf16(x[i]))))
+        << std::hex << "input 0x" << to_bits(x[i]);
+  }
+  round_to_bf16(x.data(), x.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(to_bits(x[i]), to_bits(r[i]));
+}
+
 }  // namespace
 }  // namespace brigade

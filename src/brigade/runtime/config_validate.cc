@@ -544,10 +544,6 @@ void Config::validate() const {
   require_one_of(train.kernels, "train.kernels", {"onednn", "openblas"});
   require_one_of(train.precision, "train.precision", {"f32", "bf16"});
   require_one_of(train.recompute, "train.recompute", {"none", "block"});
-  require(train.precision != "bf16" || train.kernels == "onednn", "train.precision",
-          train.precision,
-          "must be \"f32\" when train.kernels = \"" + train.kernels +
-              "\" (Debian's OpenBLAS has no bf16 GEMM); bf16 needs train.kernels = \"onednn\"");
   require_one_of(train.on_nonfinite, "train.on_nonfinite", {"stop", "skip"});
   require(train.straggler_threshold == 0 ||
               (std::isfinite(train.straggler_threshold) && train.straggler_threshold > 1 &&

@@ -28,5 +28,8 @@ inline float bf16_to_float(bf16 h) {
 
 void float_to_bf16(bf16* out, const float* in, int64_t n);
 void bf16_to_float(float* out, const bf16* in, int64_t n);
+// out[i] = bf16_to_float(float_to_bf16(in[i])): each value rounded to the nearest bf16, kept as
+// an f32 (exactly representable), for GEMMs that take bf16 operands on f32 hardware.
+void round_to_bf16(float* out, const float* in, int64_t n);
 
 }  // namespace brigade

@@ -23,6 +23,9 @@ std::atomic<GemmBackend> g_backend{GemmBackend::kOneDnn};
 std::atomic<const detail::BackendOps*> g_ops{nullptr};  // ops_of(g_backend), filled on first use
 std::atomic<int> g_threads{1};
 std::atomic<GemmPrecision> g_precision{GemmPrecision::kF32};
+// Under bf16: whether products run as f32 GEMMs on operands rounded to bf16 values (set where
+// the selected library has no native bf16 matmul here).
+std::atomic<bool> g_bf16_in_f32{false};
 
 // A stored operand (rows x cols, row stride ld) as dense bf16 rows in this thread's buffer
 // `slot` (0: A, 1: B), which grows to the largest operand seen and is then reused.
@@ -38,11 +41,45 @@ const bf16* bf16_operand(int slot, const float* X, int64_t rows, int64_t cols, i
   return buf.data();
 }
 
+// The same operand rounded to bf16 values but kept as f32, in this thread's f32 buffer `slot`:
+// the f32 GEMM then multiplies exactly what a bf16 GEMM would (each product of two bf16 values
+// is exact in f32) and accumulates in f32, as a bf16:bf16:f32 matmul does.
+const float* bf16_rounded_operand(int slot, const float* X, int64_t rows, int64_t cols,
+                                  int64_t ld) {
+  thread_local std::vector<float> buffers[2];
+  std::vector<float>& buf = buffers[slot];
+  if (static_cast<int64_t>(buf.size()) < rows * cols) buf.resize(static_cast<size_t>(rows * cols));
+  if (ld == cols) {
+    round_to_bf16(buf.data(), X, rows * cols);
+  } else {
+    for (int64_t r = 0; r < rows; ++r) round_to_bf16(buf.data() + r * cols, X + r * ld, cols);
+  }
+  return buf.data();
+}
+
+// Whether the selected library multiplies bf16 natively on this CPU. oneDNN without
+// AVX512_BF16 emulates it, slower than its f32 GEMM (2.4x per bench-small step, bench/RESULTS.md),
+// and below AVX-512 has none; OpenBLAS (Debian's) has no bf16 GEMM at all.
+bool native_bf16_gemm(const detail::BackendOps& ops) {
+  if (ops.bf16gemm == nullptr || !bf16_gemm_is_native()) return false;
+  // A first bf16 product, which a library may still refuse on this CPU.
+  const float one = 1.0f;
+  float out = 0.0f;
+  const bf16 a = float_to_bf16(one);
+  try {
+    ops.bf16gemm(false, false, 1, 1, 1, 1.0f, &a, 1, &a, 1, 0.0f, &out, 1);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void set_gemm_backend(GemmBackend backend) {
   g_backend.store(backend, std::memory_order_relaxed);
   g_ops.store(&ops_of(backend), std::memory_order_relaxed);
+  if (gemm_precision() == GemmPrecision::kBf16) set_gemm_precision(GemmPrecision::kBf16);
 }
 
 GemmBackend gemm_backend() {
@@ -65,26 +102,14 @@ bool parse_gemm_backend(std::string_view name, GemmBackend* out) {
 
 void set_gemm_precision(GemmPrecision precision) {
   if (precision == GemmPrecision::kBf16) {
-    const detail::BackendOps& ops = detail::selected_backend_ops();
-    if (ops.bf16gemm == nullptr) {
-      throw ConfigError(std::string("train.precision = \"bf16\" needs bf16 GEMMs, which ") +
-                        ops.name + " (" + ops.library() +
-                        ") does not have; set train.kernels = \"onednn\" or train.precision = "
-                        "\"f32\"");
-    }
-    // A first bf16 product: oneDNN refuses bf16 matmul on CPUs without AVX-512.
-    const float one = 1.0f;
-    float out = 0.0f;
-    const bf16 a = float_to_bf16(one);
-    try {
-      ops.bf16gemm(false, false, 1, 1, 1, 1.0f, &a, 1, &a, 1, 0.0f, &out, 1);
-    } catch (const std::exception& e) {
-      throw ConfigError(std::string("train.precision = \"bf16\": ") + ops.name +
-                        " has no bf16 matmul for this CPU (it needs AVX-512): " + e.what() +
-                        "; set train.precision = \"f32\"");
-    }
+    g_bf16_in_f32.store(!native_bf16_gemm(detail::selected_backend_ops()),
+                        std::memory_order_relaxed);
   }
   g_precision.store(precision, std::memory_order_relaxed);
+}
+
+bool bf16_gemm_runs_in_f32() {
+  return gemm_precision() == GemmPrecision::kBf16 && g_bf16_in_f32.load(std::memory_order_relaxed);
 }
 
 GemmPrecision gemm_precision() {
@@ -126,11 +151,10 @@ std::string gemm_backend_description(GemmBackend backend) {
   const int n = blas_threads();
   std::string precision;
   if (gemm_precision() == GemmPrecision::kBf16) {
-    // Emulated bf16 measured 2.4x slower per bench-small step than f32 (bench/RESULTS.md).
-    precision = bf16_gemm_is_native()
-                    ? ", bf16 operands"
-                    : ", bf16 operands EMULATED without AVX512_BF16, slower than f32: set "
-                      "train.precision = \"f32\"";
+    precision = bf16_gemm_runs_in_f32()
+                    ? ", bf16 operands multiplied by the f32 GEMM: no native bf16 matmul here, "
+                      "the same products at f32 speed"
+                    : ", bf16 operands";
   }
   return std::string(ops.name) + " (" + ops.library() + ", " + std::to_string(n) +
          (n == 1 ? " thread" : " threads") + precision + ")";
@@ -177,11 +201,15 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
   if (checked_and_trivial(trans_a, trans_b, M, N, K, lda, ldb, beta, C, ldc)) return;
   const detail::BackendOps& ops = detail::selected_backend_ops();
   if (gemm_precision() == GemmPrecision::kBf16) {
-    BRIGADE_CHECK(ops.bf16gemm != nullptr)
-        << ops.name << " selected after bf16 precision: it has no bf16 GEMM (set_gemm_precision)";
     // The stored shapes: A is (M,K) or (K,M), B is (K,N) or (N,K); the copies are dense.
     const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
     const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+    if (g_bf16_in_f32.load(std::memory_order_relaxed)) {
+      const float* a = bf16_rounded_operand(0, A, a_rows, a_cols, lda);
+      const float* b = bf16_rounded_operand(1, B, b_rows, b_cols, ldb);
+      ops.sgemm(trans_a, trans_b, M, N, K, alpha, a, a_cols, b, b_cols, beta, C, ldc);
+      return;
+    }
     const bf16* a = bf16_operand(0, A, a_rows, a_cols, lda);
     const bf16* b = bf16_operand(1, B, b_rows, b_cols, ldb);
     ops.bf16gemm(trans_a, trans_b, M, N, K, alpha, a, a_cols, b, b_cols, beta, C, ldc);

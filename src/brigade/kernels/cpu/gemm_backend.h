@@ -18,6 +18,10 @@
 //          buffers and multiplies them with f32 accumulation and an f32 C (oneDNN's
 //          bf16:bf16:f32 matmul), as PyTorch's CPU autocast runs its matmuls. Callers keep f32
 //          tensors: weights, gradients, optimizer state and every non-GEMM kernel stay f32.
+//          Where the library has no native bf16 matmul on this CPU (oneDNN without AVX512_BF16,
+//          OpenBLAS everywhere), the operands are rounded to bf16 values kept as f32 and the f32
+//          GEMM multiplies them: the same products (a product of two bf16 values is exact in
+//          f32), accumulated in f32 in that GEMM's order, at f32 speed.
 // The buffers grow to the largest operand seen and are then reused, so the hot loop allocates
 // nothing in either precision.
 #include <cstdint>
@@ -35,17 +39,20 @@ GemmBackend gemm_backend();
 
 enum class GemmPrecision { kF32, kBf16 };
 
-// Selects the operand precision of every later gemm() call in this process (default kF32).
-// Throws ConfigError, naming the key, when the selected backend has no bf16 GEMM or oneDNN has no
-// bf16 matmul for this CPU (it needs AVX-512); call it after set_gemm_backend().
+// Selects the operand precision of every later gemm() call in this process (default kF32), and
+// under bf16 whether the products run natively or as f32 GEMMs of rounded operands; call it after
+// set_gemm_backend().
 void set_gemm_precision(GemmPrecision precision);
 GemmPrecision gemm_precision();
+// Under bf16: true when gemm() multiplies bf16-rounded operands with the f32 GEMM (no native bf16
+// matmul for the selected library on this CPU). False under f32.
+bool bf16_gemm_runs_in_f32();
 // "f32" / "bf16": the names `[train] precision` takes.
 const char* gemm_precision_name(GemmPrecision precision);
 bool parse_gemm_precision(std::string_view name, GemmPrecision* out);
 // Whether oneDNN multiplies bf16 natively here: its effective ISA (the CPU, capped by
-// DNNL_MAX_CPU_ISA) includes AVX512_BF16. Without it oneDNN emulates bf16 with AVX-512
-// conversions, slower than f32 (docs/architecture.md, "Mixed precision").
+// DNNL_MAX_CPU_ISA) includes AVX512_BF16. Without it oneDNN would emulate bf16 with AVX-512
+// conversions, slower than f32, so gemm() runs bf16 in f32 instead.
 bool bf16_gemm_is_native();
 
 // "onednn" / "openblas": the names `[train] kernels` takes.
