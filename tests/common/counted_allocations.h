@@ -4,7 +4,9 @@
 // through which oneDNN allocates its own objects (memory objects, primitives, buffers:
 // dnnl::impl::malloc). Both are replaced for the whole binary, and the dynamic linker binds
 // libdnnl's calls to these definitions, so include this header in exactly one source file of a
-// test executable (each tests/<folder>/<name>_test.cc is its own).
+// test executable. Every form of operator new and delete that allocates unaligned memory is
+// replaced, nothrow and array forms too, so that the other files of the executable (one per test
+// folder and label) never pair a sanitizer's new with this file's delete.
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -46,6 +48,28 @@ void operator delete(void* p) noexcept {
   std::free(p);
 }
 void operator delete(void* p, size_t) noexcept {
+  std::free(p);
+}
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  brigade::testing::count_allocation();
+  return std::malloc(n == 0 ? 1 : n);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void* operator new[](size_t n) {
+  return operator new(n);
+}
+void* operator new[](size_t n, const std::nothrow_t& tag) noexcept {
+  return operator new(n, tag);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
   std::free(p);
 }
 
