@@ -119,10 +119,9 @@ TEST(Bf16, ArrayConversionsMatchScalar) {
   }
 }
 
-// The array conversion is branch-free (it vectorizes: every GEMM operand under bf16 precision
-// goes through it); the same bits as the scalar one over a sweep of every exponent and sign with
-// varied significands, NaN payloads and infinities among them, and every rounding tie.
-TEST(Bf16, BranchFreeArrayConversionMatchesScalarOnEveryClass) {
+// Every exponent and sign with varied significands, NaN payloads and infinities among them, and
+// every rounding tie at zero, infinity and one.
+std::vector<float> every_class_sweep() {
   std::vector<float> x;
   for (uint64_t b = 0; b <= 0xffffffffull; b += 0x10001ull) x.push_back(from_bits(uint32_t(b)));
   for (uint32_t e : {0x00000000u, 0x7f800000u, 0x3f800000u}) {
@@ -133,6 +132,14 @@ TEST(Bf16, BranchFreeArrayConversionMatchesScalarOnEveryClass) {
   }
   x.push_back(from_bits(0x7f800000u));  // +inf
   x.push_back(from_bits(0xff800000u));  // -inf
+  return x;
+}
+
+// The array conversion is branch-free (it vectorizes: every GEMM operand under bf16 precision
+// goes through it); the same bits as the scalar one over a sweep of every exponent and sign with
+// varied significands, NaN payloads and infinities among them, and every rounding tie.
+TEST(Bf16, BranchFreeArrayConversionMatchesScalarOnEveryClass) {
+  std::vector<float> x = every_class_sweep();
   std::vector<bf16> h(x.size());
   float_to_bf16(h.data(), x.data(), static_cast<int64_t>(x.size()));
   for (size_t i = 0; i < x.size(); ++i) {
@@ -143,14 +150,7 @@ TEST(Bf16, BranchFreeArrayConversionMatchesScalarOnEveryClass) {
 // round_to_bf16 keeps the rounded value as an f32: the bits of the scalar conversion there and
 // back, over the same sweep (NaN payloads, infinities, every tie), and in place.
 TEST(Bf16, RoundToBf16KeepsTheScalarConversionsBitsAsAFloat) {
-  std::vector<float> x;
-  for (uint64_t b = 0; b <= 0xffffffffull; b += 0x10001ull) x.push_back(from_bits(uint32_t(b)));
-  for (uint32_t e : {0x00000000u, 0x7f800000u, 0x3f800000u}) {
-    for (uint32_t low : {0x1u, 0x7fffu, 0x8000u, 0x8001u, 0x18000u, 0x7fffffu, 0x400000u}) {
-      x.push_back(from_bits(e | low));
-      x.push_back(from_bits(0x80000000u | e | low));
-    }
-  }
+  std::vector<float> x = every_class_sweep();
   std::vector<float> r(x.size());
   round_to_bf16(r.data(), x.data(), static_cast<int64_t>(x.size()));
   for (size_t i = 0; i < x.size(); ++i) {

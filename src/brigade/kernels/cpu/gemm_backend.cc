@@ -27,35 +27,28 @@ std::atomic<GemmPrecision> g_precision{GemmPrecision::kF32};
 // the selected library has no native bf16 matmul here).
 std::atomic<bool> g_bf16_in_f32{false};
 
-// A stored operand (rows x cols, row stride ld) as dense bf16 rows in this thread's buffer
-// `slot` (0: A, 1: B), which grows to the largest operand seen and is then reused.
-const bf16* bf16_operand(int slot, const float* X, int64_t rows, int64_t cols, int64_t ld) {
-  thread_local std::vector<bf16> buffers[2];
-  std::vector<bf16>& buf = buffers[slot];
+// A stored operand (rows x cols, row stride ld) converted to dense rows of T by convert, in this
+// thread's buffer `slot` (0: A, 1: B) of T, which grows to the largest operand seen and is then
+// reused.
+template <typename T, void (*convert)(T*, const float*, int64_t)>
+const T* converted_operand(int slot, const float* X, int64_t rows, int64_t cols, int64_t ld) {
+  thread_local std::vector<T> buffers[2];
+  std::vector<T>& buf = buffers[slot];
   if (static_cast<int64_t>(buf.size()) < rows * cols) buf.resize(static_cast<size_t>(rows * cols));
   if (ld == cols) {
-    float_to_bf16(buf.data(), X, rows * cols);
+    convert(buf.data(), X, rows * cols);
   } else {
-    for (int64_t r = 0; r < rows; ++r) float_to_bf16(buf.data() + r * cols, X + r * ld, cols);
+    for (int64_t r = 0; r < rows; ++r) convert(buf.data() + r * cols, X + r * ld, cols);
   }
   return buf.data();
 }
 
-// The same operand rounded to bf16 values but kept as f32, in this thread's f32 buffer `slot`:
-// the f32 GEMM then multiplies exactly what a bf16 GEMM would (each product of two bf16 values
-// is exact in f32) and accumulates in f32, as a bf16:bf16:f32 matmul does.
-const float* bf16_rounded_operand(int slot, const float* X, int64_t rows, int64_t cols,
-                                  int64_t ld) {
-  thread_local std::vector<float> buffers[2];
-  std::vector<float>& buf = buffers[slot];
-  if (static_cast<int64_t>(buf.size()) < rows * cols) buf.resize(static_cast<size_t>(rows * cols));
-  if (ld == cols) {
-    round_to_bf16(buf.data(), X, rows * cols);
-  } else {
-    for (int64_t r = 0; r < rows; ++r) round_to_bf16(buf.data() + r * cols, X + r * ld, cols);
-  }
-  return buf.data();
-}
+// The operand as bf16, for a native bf16 matmul.
+constexpr auto bf16_operand = converted_operand<bf16, float_to_bf16>;
+// The operand rounded to bf16 values but kept as f32: the f32 GEMM then multiplies exactly what a
+// bf16 GEMM would (each product of two bf16 values is exact in f32) and accumulates in f32, as a
+// bf16:bf16:f32 matmul does.
+constexpr auto bf16_rounded_operand = converted_operand<float, round_to_bf16>;
 
 // Whether the selected library multiplies bf16 natively on this CPU. oneDNN without
 // AVX512_BF16 emulates it, slower than its f32 GEMM (2.4x per bench-small step, bench/RESULTS.md),

@@ -187,7 +187,6 @@ void DilocoOuter::outer_step(float* params, Communicator& comm) {
 
 std::vector<int> DilocoOuter::outer_step(float* params, QuorumExchange& exchange,
                                          const std::string& key, const std::string& what) {
-  const int64_t n = end_ - begin_;
   BRIGADE_CHECK(!powersgd_) << "diloco powersgd has no quorum exchange";
   pseudo_gradient(params, delta_.data());
   const int64_t bytes = payload_bytes();
