@@ -79,6 +79,9 @@ TEST(FileIo, ErrorsNameThePathAndReason) {
   EXPECT_THROW_WITH(read_file(dir / "missing"), IoError, dir / "missing", "No such file");
   EXPECT_THROW_WITH(write_file_durable(missing, "x"), IoError, missing, "No such file");
   EXPECT_THROW_WITH(digest_file(dir / "missing"), IoError, dir / "missing");
+  // A link to a device would be read forever: refused before any byte is read.
+  std::filesystem::create_symlink("/dev/zero", dir / "zero.bin");
+  EXPECT_THROW_WITH(digest_file(dir / "zero.bin"), IoError, dir / "zero.bin", "not a regular file");
   EXPECT_THROW_WITH(fsync_dir(dir / "missing"), IoError, dir / "missing");
   EXPECT_THROW_WITH(rename_atomic(dir / "missing", dir / "other"), IoError, dir / "missing",
                     dir / "other");

@@ -204,10 +204,18 @@ TEST_F(ByteShardFolder, ADamagedShardIsRefusedNamingTheFile) {
   replace_shard(2, flipped, false);
   expect_throw_mentioning<IoError>(
       [&] { load(); }, path + ": " + std::to_string(good.size()) + " bytes with CRC-32");
-  // Truncated (the index's size no longer holds), named before any shard is read.
+  // Truncated (the index's size no longer holds), named from its size alone before any shard
+  // is read.
   replace_shard(2, good.substr(0, good.size() - 10), false);
-  expect_throw_mentioning<IoError>(
-      [&] { load(); }, path + ": " + std::to_string(good.size() - 10) + " bytes with CRC-32");
+  expect_throw_mentioning<IoError>([&] { load(); }, path + ": " + std::to_string(good.size() - 10) +
+                                                        " bytes, but index.json records " +
+                                                        std::to_string(good.size()) + " bytes");
+  // A link to /dev/zero in its place (the rest of the folder unchanged) is refused at once, not
+  // read to an end it does not have.
+  std::filesystem::remove(path);
+  std::filesystem::create_symlink("/dev/zero", path);
+  expect_throw_mentioning<IoError>([&] { load(); }, path + ": not a regular file");
+  std::filesystem::remove(path);
   // An id the header's vocabulary does not allow, recorded in the index: refused at open,
   // naming the file and the id's index in it, as read_token_shard refuses it.
   std::string high = good;

@@ -273,6 +273,14 @@ TEST_F(Launch, RunsBrigadeSubcommandsByDefault) {
                           dir_);
   ASSERT_EQ(named.wait(kLaunchTimeout), 0) << named.err();
   EXPECT_THAT(lines_of(named.out()), Contains("[rank 1] [run]"));
+  // And without `--`: the worker command starts at the first argument that is no launch option
+  // or value, so its own --set is the worker's.
+  BackgroundBrigade bare({"launch", "--nproc", "2", "--grace", "3", "check-config", config, "--set",
+                          "train.steps=70", "--set", "run.name=2024"},
+                         dir_);
+  ASSERT_EQ(bare.wait(kLaunchTimeout), 0) << bare.err();
+  EXPECT_THAT(lines_of(bare.out()), Contains("[rank 1] steps = 70"));
+  EXPECT_THAT(lines_of(bare.out()), Contains("[rank 0] name = \"2024\""));
 
   BackgroundBrigade bad({"launch", "--nproc", "2", "--", "check-config", dir_ + "/missing.toml"},
                         dir_);

@@ -147,11 +147,13 @@ std::vector<std::string> float_keys() {
     const size_t eq = line.find(" = ");
     if (eq == std::string::npos) continue;
     const std::string key = section + "." + line.substr(0, eq);
+    // A string key takes any bare word on the command line (nan too): skip quoted values.
+    if (line.compare(eq + 3, 1, "\"") == 0) continue;
     try {
-      parse_config("", "t", {key + "=nan"});
+      parse_config("", "t", {key + "=1.5"});
       keys.push_back(key);
     } catch (const ConfigError&) {
-      // not a number
+      // not a float: an integer, a flag, a list
     }
   }
   return keys;

@@ -102,6 +102,26 @@ TEST(Config, PrecisionIsF32OrBf16OnEitherBackend) {
       "openblas");
 }
 
+// --set "train.steps = 5" is the key train.steps, not "steps " (which was "unknown key
+// train.steps ; did you mean train.steps?").
+TEST(Config, SetDropsBlanksAroundTheKeyAndTheValue) {
+  EXPECT_EQ(parse_config("", "t", {"train.steps = 5"}).train.steps, 5);
+  EXPECT_EQ(parse_config("", "t", {" run . name =  x "}).run.name, "x");
+  EXPECT_THAT(error_of("", {"train.stepz = 5"}), HasSubstr("did you mean train.steps?"));
+}
+
+// A string key set on the command line takes a bare word that TOML reads as another type
+// (run.name=2024 an integer, fed.attack=nan a float); in a file, and for keys of other types,
+// the type is still checked.
+TEST(Config, SetTakesABareWordForAStringKey) {
+  EXPECT_EQ(parse_config("", "t", {"run.name=2024"}).run.name, "2024");
+  EXPECT_EQ(parse_config("", "t", {"fed.attack=nan"}).fed.attack, "nan");
+  EXPECT_EQ(parse_config("", "t", {"run.name=true"}).run.name, "true");
+  EXPECT_THAT(error_of("[run]\nname = 2024\n"), HasSubstr("expected a string"));
+  EXPECT_THAT(error_of("", {"train.steps=many"}), HasSubstr("expected an integer"));
+  EXPECT_THAT(error_of("", {"run.name=[1, 2]"}), HasSubstr("expected a string"));
+}
+
 TEST(Config, RangesAreChecked) {
   EXPECT_THAT(error_of("[train]\nlr = -1.0\n"), HasSubstr("train.lr"));
   EXPECT_THAT(error_of("[train]\nmicro_batch = 0\n"), HasSubstr("train.micro_batch"));

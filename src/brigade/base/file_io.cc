@@ -122,6 +122,12 @@ uint32_t crc32_update(uint32_t crc, const void* data, size_t n) {
 FileDigest digest_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw_errno("cannot open", path, errno);
+  // A device or a pipe (a link to /dev/zero) has no end to digest.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw IoError(path + ": not a regular file");
+  }
   std::vector<char> buf(size_t{1} << 20);
   FileDigest d;
   for (;;) {

@@ -34,7 +34,8 @@ struct FileDigest {
   bool operator==(const FileDigest&) const = default;
 };
 
-// Streams the file (1 MiB at a time) and returns its size and CRC-32.
+// Streams the file (1 MiB at a time) and returns its size and CRC-32. IoError for anything but a
+// regular file (a device such as /dev/zero would never end).
 FileDigest digest_file(const std::string& path);
 
 // Writes a new file sequentially while computing its digest; close() fsyncs it. The digest is

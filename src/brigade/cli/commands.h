@@ -22,6 +22,12 @@ Command add_generate(CLI::App& app);
 Command add_serve(CLI::App& app);
 Command add_tokenize(CLI::App& app);
 Command add_launch(CLI::App& app);
+// torchrun's form of a launch, `launch --nproc 2 train cfg.toml --set a.b=c` without `--`: the
+// worker command starts at the first argument after `launch` that is neither one of the launch
+// subcommand's options nor an option's value, and `--` is put there, so the worker's own options
+// (--set) are not taken for the launcher's. args: the command line after the program name; it is
+// returned unchanged unless it is a launch without `--`.
+std::vector<std::string> separate_worker_command(CLI::App& app, std::vector<std::string> args);
 Command add_export(CLI::App& app);
 Command add_import(CLI::App& app);
 Command add_report(CLI::App& app);

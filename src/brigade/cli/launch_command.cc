@@ -84,6 +84,28 @@ void resolve_master(const LaunchArgs& args, LaunchOptions& options) {
 
 }  // namespace
 
+std::vector<std::string> separate_worker_command(CLI::App& app, std::vector<std::string> args) {
+  if (args.empty() || args[0] != "launch") return args;
+  CLI::App* launch = app.get_subcommand("launch");
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") return args;
+    if (a.size() > 1 && a[0] == '-') {
+      const CLI::Option* option = launch->get_option_no_throw(a.substr(0, a.find('=')));
+      // An option's value is the next argument, unless it came with "=" (--nproc=2) or the option
+      // is a flag; an unknown option is left for CLI11 to name.
+      if (option != nullptr && option->get_items_expected_max() > 0 &&
+          a.find('=') == std::string::npos) {
+        ++i;
+      }
+      continue;
+    }
+    args.insert(args.begin() + static_cast<std::ptrdiff_t>(i), "--");
+    return args;
+  }
+  return args;
+}
+
 Command add_launch(CLI::App& app) {
   auto args = std::make_shared<LaunchArgs>();
   auto* sub = app.add_subcommand(

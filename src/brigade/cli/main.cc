@@ -1,4 +1,5 @@
 // brigade: distributed training of neural networks. Subcommands in cli/*_command.cc.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -47,8 +48,13 @@ int main(int argc, char** argv) {
                  hint.empty() ? "" : ("; did you mean '" + hint + "'?").c_str(), list.c_str());
     return brigade::kExitConfig;
   }
+  // The command line, with `--` before a launch's worker command where it was left out.
+  std::vector<std::string> args = brigade::cli::separate_worker_command(
+      app, std::vector<std::string>(argv + std::min(argc, 1), argv + argc));
+  std::vector<char*> parsed_argv = {argv[0]};
+  for (std::string& a : args) parsed_argv.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(parsed_argv.size()), parsed_argv.data());
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : brigade::kExitConfig;

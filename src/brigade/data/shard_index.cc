@@ -1,6 +1,7 @@
 #include "brigade/data/shard_index.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <filesystem>
@@ -141,6 +142,28 @@ IoError digest_mismatch(const std::string& path, int64_t bytes, uint32_t crc, in
       path, bytes, hex32(crc), kShardIndexFile, want_bytes, hex32(want_crc)));
 }
 
+// A regular file of the size the index recorded, judged by its metadata: nothing is read, so a
+// link to a device or a sparse file of the wrong size is refused at once.
+void check_size(const std::string& path, int64_t bytes) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw IoError(fmt::format("{}: listed in {} but missing (re-run `brigade tokenize`)", path,
+                              kShardIndexFile));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw IoError(
+        fmt::format("{}: not a regular file (a damaged or replaced file; re-run "
+                    "`brigade tokenize`)",
+                    path));
+  }
+  if (st.st_size != bytes) {
+    throw IoError(fmt::format(
+        "{}: {} bytes, but {} records {} bytes (a damaged or replaced file; re-run `brigade "
+        "tokenize`)",
+        path, static_cast<int64_t>(st.st_size), kShardIndexFile, bytes));
+  }
+}
+
 // Size and CRC-32 of dir/file against what the index recorded.
 void check_digest(const std::string& path, int64_t bytes, uint32_t crc) {
   if (!path_exists(path)) {
@@ -157,14 +180,9 @@ void check_digest(const std::string& path, int64_t bytes, uint32_t crc) {
 std::vector<MappedTokenShard> open_split(const std::string& dir, const SplitIndex& split,
                                          uint32_t vocab, const SplitScan& scan,
                                          std::vector<std::string>& files) {
-  // Every file's size first (the index is untrusted): a missing or truncated shard is named
-  // before any other is read.
-  for (const ShardEntry& e : split.shards) {
-    const std::string path = dir + "/" + e.file;
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(path, ec);
-    if (ec || static_cast<int64_t>(size) != e.bytes) check_digest(path, e.bytes, e.crc32);
-  }
+  // Every file's kind and size first (the index is untrusted), from its metadata alone: a missing,
+  // truncated or replaced shard is named before any content is read.
+  for (const ShardEntry& e : split.shards) check_size(dir + "/" + e.file, e.bytes);
   std::vector<MappedTokenShard> shards;
   shards.reserve(split.shards.size());
   for (const ShardEntry& e : split.shards) {

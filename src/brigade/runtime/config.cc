@@ -290,7 +290,10 @@ std::string read_config_file(const std::string& path) {
                                 cut(one_line(render(v))), origin, expected));
 }
 
-void assign(const Field& f, const toml::value& v, const std::string& origin) {
+// bare_text: for a key a --set gave, the text after "=" as typed; a string key takes it as it is
+// where TOML read another scalar from it (--set run.name=2024, --set fed.attack=nan).
+void assign(const Field& f, const toml::value& v, const std::string& origin,
+            const std::string* bare_text) {
   std::visit(
       [&](auto* target) {
         using T = std::remove_pointer_t<decltype(target)>;
@@ -306,8 +309,13 @@ void assign(const Field& f, const toml::value& v, const std::string& origin) {
             type_error(f, v, origin, "a number");
           }
         } else if constexpr (std::is_same_v<T, std::string>) {
-          if (!v.is_string()) type_error(f, v, origin, "a string");
-          *target = v.as_string().str;
+          if (v.is_string()) {
+            *target = v.as_string().str;
+          } else if (bare_text != nullptr && !v.is_array() && !v.is_table()) {
+            *target = *bare_text;
+          } else {
+            type_error(f, v, origin, "a string");
+          }
         } else if constexpr (std::is_same_v<T, bool>) {
           if (!v.is_boolean()) type_error(f, v, origin, "true or false");
           *target = v.as_boolean();
@@ -334,17 +342,31 @@ void assign(const Field& f, const toml::value& v, const std::string& origin) {
       f.target);
 }
 
-// "a.b=c" -> root[a][b] = c, c in TOML syntax or else a bare string. Returns "a.b".
-std::string apply_override(toml::value& root, const std::string& assignment) {
+// What one --set put into the config.
+struct Override {
+  std::string key;         // "a.b"
+  std::string text;        // c as typed
+  std::string assignment;  // the whole --set, for messages
+};
+
+std::string trimmed(const std::string& s) {
+  const size_t begin = s.find_first_not_of(" \t");
+  if (begin == std::string::npos) return "";
+  return s.substr(begin, s.find_last_not_of(" \t") + 1 - begin);
+}
+
+// "a.b=c" -> root[a][b] = c, c in TOML syntax or else a bare string; blanks around a, b and c
+// (--set "train.steps = 5") are dropped.
+Override apply_override(toml::value& root, const std::string& assignment) {
   auto eq = assignment.find('=');
   auto dot = assignment.find('.');
   if (eq == std::string::npos || dot == std::string::npos || dot > eq) {
     throw ConfigError(fmt::format(
         "--set {}: expected section.key=value (for example --set train.lr=3e-4)", cut(assignment)));
   }
-  std::string section = assignment.substr(0, dot);
-  std::string key = assignment.substr(dot + 1, eq - dot - 1);
-  std::string text = assignment.substr(eq + 1);
+  std::string section = trimmed(assignment.substr(0, dot));
+  std::string key = trimmed(assignment.substr(dot + 1, eq - dot - 1));
+  std::string text = trimmed(assignment.substr(eq + 1));
   // Bounded like a config file, and outside the try: an override too deep to parse safely is
   // an error, not a string.
   check_toml_limits("v = " + text, "--set " + cut(assignment));
@@ -363,7 +385,7 @@ std::string apply_override(toml::value& root, const std::string& assignment) {
         fmt::format("--set {}: [{}] is not a section", cut(assignment), cut(section)));
   }
   table[section].as_table()[key] = value;
-  return section + "." + key;
+  return {section + "." + key, text, assignment};
 }
 
 std::vector<std::string> section_names(const std::vector<Field>& schema) {
@@ -465,14 +487,17 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
   }
   // Which keys an override set (the last one wins, as in TOML order): errors in them name the
   // override, not the file.
-  std::map<std::string, std::string> override_of;
-  for (const auto& o : overrides) override_of[apply_override(root, o)] = o;
+  std::map<std::string, Override> override_of;
+  for (const auto& o : overrides) {
+    Override applied = apply_override(root, o);
+    override_of[applied.key] = applied;
+  }
 
   Config config;
   auto schema = fields(config);
   auto where = [&](const std::string& section, const std::string& key) {
     const auto it = override_of.find(section + "." + key);
-    return it == override_of.end() ? origin : "--set " + cut(it->second);
+    return it == override_of.end() ? origin : "--set " + cut(it->second.assignment);
   };
   for (const auto& [section, table] : root.as_table()) {
     if (!table.is_table()) {
@@ -497,7 +522,9 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
                                       did_you_mean(section + "." + key, full_names(schema)),
                                       section, known_keys(config, section)));
       }
-      assign(*field, value, where(section, key));
+      const auto set = override_of.find(section + "." + key);
+      assign(*field, value, where(section, key),
+             set == override_of.end() ? nullptr : &set->second.text);
     }
   }
   // A default that depends on another key: applied only where no file or --set gave the key,
