@@ -133,6 +133,12 @@ bool path_exists(const std::string& path) {
   return std::filesystem::exists(path, ec);
 }
 
+// A file the index lists that is not there.
+IoError listed_but_missing(const std::string& path) {
+  return IoError(fmt::format("{}: listed in {} but missing (re-run `brigade tokenize`)", path,
+                             kShardIndexFile));
+}
+
 // The message of a file whose size or CRC-32 is not what the index recorded.
 IoError digest_mismatch(const std::string& path, int64_t bytes, uint32_t crc, int64_t want_bytes,
                         uint32_t want_crc) {
@@ -146,10 +152,7 @@ IoError digest_mismatch(const std::string& path, int64_t bytes, uint32_t crc, in
 // link to a device or a sparse file of the wrong size is refused at once.
 void check_size(const std::string& path, int64_t bytes) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    throw IoError(fmt::format("{}: listed in {} but missing (re-run `brigade tokenize`)", path,
-                              kShardIndexFile));
-  }
+  if (::stat(path.c_str(), &st) != 0) throw listed_but_missing(path);
   if (!S_ISREG(st.st_mode)) {
     throw IoError(
         fmt::format("{}: not a regular file (a damaged or replaced file; re-run "
@@ -166,10 +169,7 @@ void check_size(const std::string& path, int64_t bytes) {
 
 // Size and CRC-32 of dir/file against what the index recorded.
 void check_digest(const std::string& path, int64_t bytes, uint32_t crc) {
-  if (!path_exists(path)) {
-    throw IoError(fmt::format("{}: listed in {} but missing (re-run `brigade tokenize`)", path,
-                              kShardIndexFile));
-  }
+  if (!path_exists(path)) throw listed_but_missing(path);
   const FileDigest d = digest_file(path);
   if (d.bytes != bytes || d.crc32 != crc) throw digest_mismatch(path, d.bytes, d.crc32, bytes, crc);
 }
