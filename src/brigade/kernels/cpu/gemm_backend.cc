@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "brigade/base/check.h"
-#include "brigade/base/error.h"
 #include "brigade/kernels/cpu/backend_registry.h"
 
 namespace brigade {
