@@ -1,4 +1,4 @@
-// split_whole_tensors (train/dp_shard_update.h): the ZeRO split of a chunk over dp, checked
+// split_whole_tensors (parallel/dp_shard_update.h): the ZeRO split of a chunk over dp, checked
 // against its contract on layouts built by hand: bounds at tensor edges, covering the chunk in
 // order, and each part within one tensor of the ideal share (the greedy cut puts every bound
 // within half the largest tensor of its ideal position).
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "brigade/train/dp_shard_update.h"
+#include "brigade/parallel/dp_shard_update.h"
 
 namespace brigade {
 namespace {

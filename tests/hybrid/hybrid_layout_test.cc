@@ -84,9 +84,32 @@ TEST(HybridLayout, RefusalsPrintEveryFactor) {
 }
 
 TEST(HybridLayout, ConfigRefusesUnsupportedCombinations) {
+  // Every replica sync method runs over model-parallel replicas (ep = 1); parameter servers,
+  // federations, a quorum and a low-communication method with ep > 1 are refused by name.
   Config c = gpt(2, 1);
+  for (const char* method : {"diloco", "demo", "powersgd", "signef", "topk"}) {
+    c.sync.method = method;
+    EXPECT_NO_THROW(c.validate()) << method;
+  }
+  auto refused = [](Config config, const char* key) {
+    try {
+      config.validate();
+      ADD_FAILURE() << key << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not supported"), std::string::npos) << e.what();
+    }
+  };
+  c.sync.method = "ps";
+  refused(c, "sync.method");
   c.sync.method = "diloco";
-  EXPECT_THROW(c.validate(), ConfigError);
+  c.sync.quorum = 0.5;
+  refused(c, "sync.quorum");
+  c = gpt(1, 2);
+  c.model.n_experts = 4;
+  c.parallel.ep = 2;
+  c.sync.method = "diloco";
+  refused(c, "parallel.ep = 2");
   // ZeRO-1/2 on the dp axis are supported (ep = 1); ZeRO-3 and ZeRO with ep > 1 are not.
   c = gpt(1, 2);
   c.parallel.zero = 1;

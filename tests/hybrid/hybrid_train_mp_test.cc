@@ -133,7 +133,9 @@ TEST_F(HybridRuns, InvalidLayoutsRejectedBeforeLaunch) {
        "--set parallel.pp=4 --set parallel.schedule=interleaved --set parallel.virtual_stages=2",
        {"pp=4 x dp=1 x ep=1 x tp=1", "virtual_stages = 2"}},
       {4, "--set parallel.pp=2 --set parallel.layer_split=[3,2]", {"pp=2 x dp=2", "layer"}},
-      {4, "--set parallel.tp=2 --set sync.method=diloco", {"sync.method", "parallel.tp = 2"}},
+      {4,
+       "--set parallel.tp=2 --set sync.method=diloco --set sync.quorum=0.5",
+       {"sync.quorum", "parallel.tp = 2"}},
       {4, "--set parallel.tp=2 --set parallel.zero=3", {"parallel.zero", "parallel.tp = 2"}},
   };
   for (const Case& c : cases) {

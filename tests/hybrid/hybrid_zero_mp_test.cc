@@ -1,6 +1,6 @@
 // ZeRO-1/2 on the dp axis of the hybrid mesh (parallel.zero = 1 or 2 with tp/pp), end to end
 // through the real CLI. Each dp rank steps only its own whole tensors of a chunk, then the chunk
-// is all-gathered over dp (train/dp_shard_update.h). The optimizer update is elementwise, so a
+// is all-gathered over dp (parallel/dp_shard_update.h). The optimizer update is elementwise, so a
 // zero = 1 run must equal the zero = 0 run of the same mesh bitwise (same gradients, same norm,
 // same per-element update, the gathered values copied exactly), and the single-process run of
 // the same global batch within the tolerances of hybrid_train_mp_test.cc. A rank that stepped

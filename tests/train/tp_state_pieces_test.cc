@@ -1,10 +1,10 @@
-// A tensor-parallel rank's checkpoint pieces (train/tp_state_pieces.h) against the tp = 1
+// A tensor-parallel rank's checkpoint pieces (parallel/tp_state_pieces.h) against the tp = 1
 // model: for tp = 2 and 3 with a vocab that is not a multiple of tp (padding rows), every rank's
 // pieces, placed at their regions' flat runs, rebuild exactly the full tensors of the
 // single-process layout (initialised independently from the same seed), every element once;
 // the shard plan accepts them (the written pieces tile each tensor), and no padding row is
 // declared.
-#include "brigade/train/tp_state_pieces.h"
+#include "brigade/parallel/tp_state_pieces.h"
 
 #include <gtest/gtest.h>
 

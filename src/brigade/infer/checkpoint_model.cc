@@ -9,9 +9,9 @@
 #include "brigade/data/byte_tokenizer.h"
 #include "brigade/model/lora_merge.h"
 #include "brigade/model/tp/tp_layout.h"
+#include "brigade/parallel/tp_state_pieces.h"
 #include "brigade/train/checkpointing.h"
 #include "brigade/train/model_factory.h"
-#include "brigade/train/tp_state_pieces.h"
 
 namespace brigade {
 

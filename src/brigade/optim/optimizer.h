@@ -40,6 +40,9 @@ struct StateView {
   float* data;
   int64_t begin;
   int64_t end;
+  // Whether element i belongs to parameter begin + i (checkpoints save such a vector per tensor);
+  // false for a vector of its own shape (PowerSGD's Q), begin = 0.
+  bool per_param = true;
 };
 
 class Optimizer {

@@ -445,12 +445,27 @@ void validate_model_parallel(const ParallelConfig& parallel, const SyncConfig& s
           fmt::format("must be \"gpt\" with {} (only the GPT has tensor-parallel and pipeline "
                       "pieces)",
                       layout));
-  require(sync.method == "ddp", "sync.method", fmt::format("\"{}\"", sync.method),
-          fmt::format("must be \"ddp\" with {}: low-communication methods are not combined with "
-                      "model parallelism",
+  // Every replica sync method runs per pipeline chunk over the dp group (train/
+  // model_parallel_engine.cc). Not yet: parameter servers and federations hold whole models;
+  // under ep > 1 dense and expert tensors have different replicas (dp x ep, dp), which one
+  // method instance per chunk does not split; a quorum's decision is per rank, and a replica's
+  // ranks would have to agree on it.
+  require(sync.method != "ps" && sync.method != "fed", "sync.method", quote(sync.method),
+          fmt::format("is not supported with {} yet: parameter servers and federated clients "
+                      "hold whole models (use \"ddp\", \"diloco\", \"demo\", \"powersgd\", "
+                      "\"signef\" or \"topk\")",
+                      layout));
+  require(sync.method == "ddp" || parallel.ep == 1, "sync.method", quote(sync.method),
+          fmt::format("is not supported with parallel.ep = {} yet: expert tensors replicate over "
+                      "dp and dense ones over dp x ep (use sync.method = \"ddp\" or "
+                      "parallel.ep = 1)",
+                      parallel.ep));
+  require(sync.quorum == 1.0, "sync.quorum", sync.quorum,
+          fmt::format("must be 1 with {}: the ranks of one replica would have to agree on "
+                      "which replicas made the quorum (not supported yet)",
                       layout));
   // ZeRO-1/2 shard each chunk's optimizer state (and under 2 the gradient exchange) over dp
-  // (train/dp_shard_update.h); the parameters stay whole on every dp rank, so no ZeRO-3.
+  // (parallel/dp_shard_update.h); the parameters stay whole on every dp rank, so no ZeRO-3.
   require(parallel.zero <= 2, "parallel.zero", parallel.zero,
           fmt::format("must be 0, 1 or 2 with {}: the model-parallel path supports ZeRO-1/2 on "
                       "the dp axis; ZeRO-3 (sharded parameters) is not supported there",

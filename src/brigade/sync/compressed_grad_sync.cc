@@ -13,7 +13,7 @@ void PowerSgdSync::step(float* params, float* grads, Optimizer* optimizer, float
 
 std::vector<StateView> PowerSgdSync::replicated_state() {
   if (psgd_.q_floats() == 0) return {};
-  return {{"powersgd.q", psgd_.q_state().data(), 0, psgd_.q_floats()}};
+  return {{"powersgd.q", psgd_.q_state().data(), 0, psgd_.q_floats(), false}};
 }
 
 void SignEfSync::step(float* params, float* grads, Optimizer* optimizer, float lr, int64_t t,

@@ -1,5 +1,6 @@
 #include "brigade/sync/diloco_sync.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,13 +23,31 @@ void injected_delay(int rank, int64_t t) {
   if (!v || std::sscanf(v, "%d:%lld:%lld", &r, &step, &ms) != 3) return;
   if (r == rank && step == t && ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
+
+// The tensors of layout (a pipeline chunk's or a tp shard's, named as in whole) that lie in the
+// whole model's flat range w, as a range of layout: they are contiguous there, since a chunk
+// holds a run of the whole model's tensors in the same order.
+FlatRange local_range(const ParamLayout& layout, const ParamLayout& whole, FlatRange w) {
+  int64_t lo = layout.total(), hi = 0, held = 0;
+  for (const ParamSpec& s : layout.specs()) {
+    const ParamSpec* g = whole.find(s.name);
+    BRIGADE_CHECK(g != nullptr) << s.name << " is not a tensor of the whole model";
+    if (g->offset < w.begin || g->offset >= w.end) continue;
+    lo = std::min(lo, s.offset);
+    hi = std::max(hi, s.offset + s.numel);
+    held += s.numel;
+  }
+  if (lo >= hi) return FlatRange{0, 0};
+  BRIGADE_CHECK(held == hi - lo) << "the tensors of a fragment are not contiguous in the chunk";
+  return FlatRange{lo, hi};
+}
 }  // namespace
 
 DilocoSync::~DilocoSync() = default;
 
 DilocoSync::DilocoSync(const DilocoConfig& config, int64_t inner_steps, int fragments,
                        const ParamLayout& layout, const float* params,
-                       std::unique_ptr<QuorumExchange> quorum)
+                       std::unique_ptr<QuorumExchange> quorum, const ParamLayout* whole)
     : inner_steps_(inner_steps),
       num_fragments_(fragments),
       num_params_(layout.total()),
@@ -36,8 +55,10 @@ DilocoSync::DilocoSync(const DilocoConfig& config, int64_t inner_steps, int frag
   BRIGADE_CHECK(inner_steps >= 1 && fragments >= 1 && fragments <= inner_steps)
       << "H " << inner_steps << " fragments " << fragments;
   for (int f = 0; f < fragments; ++f) {
+    const ParamLayout& cut = whole ? *whole : layout;
     FlatRange r = fragments == 1 ? FlatRange{0, layout.total()}
-                                 : fragment_range_aligned(layout, 0, layout.total(), fragments, f);
+                                 : fragment_range_aligned(cut, 0, cut.total(), fragments, f);
+    if (whole && fragments > 1) r = local_range(layout, *whole, r);
     outers_.push_back(std::make_unique<DilocoOuter>(config, params, r.begin, r.end, &layout));
   }
 }

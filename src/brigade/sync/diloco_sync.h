@@ -25,9 +25,12 @@ namespace brigade {
 class DilocoSync : public SyncMethod {
  public:
   // Fragments are cut at tensor boundaries (fragment_range_aligned); empty ones never sync.
+  // whole: the whole model's layout when layout is a pipeline chunk or a tp shard of it (tensors
+  // named alike): fragments are cut there, so that each tensor syncs at the step it would in
+  // the whole model, and a chunk's fragment f is its tensors of the model's fragment f.
   DilocoSync(const DilocoConfig& config, int64_t inner_steps, int fragments,
              const ParamLayout& layout, const float* params,
-             std::unique_ptr<QuorumExchange> quorum = nullptr);
+             std::unique_ptr<QuorumExchange> quorum = nullptr, const ParamLayout* whole = nullptr);
   ~DilocoSync() override;
 
   const char* name() const override { return "diloco"; }

@@ -21,6 +21,12 @@
 // parameters is saved per tensor ("adamw.m/<tensor>", "replica1.params/<tensor>"), as every
 // layout saves optimizer state; any other vector as one 1-D tensor. Resuming needs the same method
 // and number of replicas; the trainer checks that before reading and refuses otherwise.
+//
+// What is synced (SyncedParams) is a flat range with its layout, not a model: a whole model under
+// data parallelism, one pipeline chunk's tensor-parallel shard under model parallelism (one
+// ReplicaSync per chunk over the replicas of its (pp, tp) position). Tensor-parallel shards save
+// as regions of the full tensors (parallel/tp_state_pieces.h), so a per-tensor state vector of a
+// sharded replica lands where the unsharded replica's does.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,14 +37,35 @@
 #include "brigade/model/model.h"
 #include "brigade/parallel/dp_strategy.h"
 #include "brigade/sync/sync_method.h"
+#include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 
+// The flat parameters one ReplicaSync keeps in step with the other replicas.
+struct SyncedParams {
+  // The tensors of params and grads, offsets from 0; layout->total() floats are synced (a tied
+  // copy that follows another rank's, pipeline/tied_embedding.h, is left out past the end).
+  const ParamLayout* layout = nullptr;
+  float* params = nullptr;
+  float* grads = nullptr;
+  // The whole model's layout (tp = 1, every stage): streaming DiLoCo cuts its fragments by its
+  // tensors, so that a chunk syncs each tensor at the step the whole model would. null: layout.
+  const ParamLayout* whole = nullptr;
+  // Names state that belongs to no tensor (a compressor's own vectors), unique per chunk and
+  // shard ("stage1.tp0."); "" for a whole model.
+  std::string scope;
+
+  static SyncedParams of(Model& model) {
+    return {.layout = &model.layout(), .params = model.params(), .grads = model.grads()};
+  }
+  int64_t size() const { return layout->total(); }
+};
+
 class ReplicaSync : public DpStrategy {
  public:
-  // dp: the data-parallel group (at least 2 ranks). The optimizer (train.optimizer over the whole
-  // flat range) is created only when the method uses one.
-  ReplicaSync(Communicator& dp, Model& model, const OptimizerConfig& optimizer_config,
+  // dp: the replicas' group (at least 2 ranks). The optimizer (train.optimizer over the whole
+  // synced range) is created only when the method uses one.
+  ReplicaSync(Communicator& dp, const SyncedParams& synced, const OptimizerConfig& optimizer_config,
               std::unique_ptr<SyncMethod> method);
   ~ReplicaSync() override;
 
@@ -47,7 +74,7 @@ class ReplicaSync : public DpStrategy {
   int zero_stage() const override { return 0; }
   Optimizer& optimizer() override;
 
-  void start_step() override { model_.zero_grads(); }
+  void start_step() override;
   void before_backward(bool /*last_micro_step*/) override {}
   double finish_gradients() override { return 0.0; }
   // Collective: the mean over replicas of the local squared gradient norm.
@@ -61,6 +88,8 @@ class ReplicaSync : public DpStrategy {
   // Bytes of this rank's communication in one train step by formula: reduce_step_scalars()'s
   // all-reduce, plus the method's exchange of update t when the update was applied.
   Traffic step_traffic(bool applied, int64_t t) const;
+  // The method's exchange of update t alone (several chunks share one scalar all-reduce).
+  Traffic exchange_traffic(int64_t t) const;
   // Collective, once after the last update t of the run: replicas that drift between syncs
   // (DiLoCo) sync one last time. Returns the bytes moved by formula.
   Traffic finish_training(int64_t t);
@@ -75,7 +104,7 @@ class ReplicaSync : public DpStrategy {
   std::vector<StateView> replicated_views();
 
   Communicator& dp_;
-  Model& model_;
+  SyncedParams synced_;
   std::unique_ptr<Optimizer> optimizer_;  // null when the method does not use one
   std::unique_ptr<SyncMethod> method_;
 };

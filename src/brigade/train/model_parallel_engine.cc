@@ -20,6 +20,14 @@
 //      its own whole tensors of the chunk, then the chunk is all-gathered over dp
 //      (dp_shard_update.h). With parallel.zero = 2 step 4 is a reduce-scatter over dp instead
 //      (each rank receives its own tensors' average) and step 5 sums the ranks' squares over dp.
+// With a low-communication sync.method (DiLoCo, streaming DiLoCo, DeMo, PowerSGD, sign/top-k
+// with error feedback) step 4 does not run: each chunk has a ReplicaSync (sync/replica_sync.h)
+// over the replicas of its (pp, tp) position, which steps the chunk's tensors but the tied wte
+// copy and exchanges with the other replicas as the method says; the tied copy then takes the
+// first stage's wte (tied_embedding.h), and step 5 averages the replicas' squared norms, as
+// the data-parallel engine does. A tp shard is synced as it lies: the elementwise methods
+// (DiLoCo with f32 or int8 pseudo-gradients, sign/top-k by value) do what they do unsharded;
+// the ones that compress a matrix (PowerSGD, DeMo's DCT chunks) compress each shard on its own.
 // Evaluation runs forward only, stage by stage. Checkpoints are the loop's sharded ones: each
 // tp shard is a region of the full GPT-2-named tensor (tp_state_pieces.h), so nothing is
 // gathered and a checkpoint loads under any other tp x pp x dp layout.
@@ -41,15 +49,17 @@
 #include "brigade/monitor/timer.h"
 #include "brigade/optim/optimizer.h"
 #include "brigade/optim/trainable_mask.h"
+#include "brigade/parallel/dp_shard_update.h"
 #include "brigade/parallel/expert/stage_grad_sync.h"
 #include "brigade/parallel/pipeline/executor.h"
 #include "brigade/parallel/pipeline/tied_embedding.h"
-#include "brigade/train/dp_shard_update.h"
+#include "brigade/parallel/tp_state_pieces.h"
+#include "brigade/sync/lowcomm/common.h"
+#include "brigade/sync/replica_sync.h"
 #include "brigade/train/micro_batch_weights.h"
 #include "brigade/train/model_factory.h"
 #include "brigade/train/moe_metrics.h"
 #include "brigade/train/sync_strategy.h"
-#include "brigade/train/tp_state_pieces.h"
 
 namespace brigade {
 
@@ -83,6 +93,11 @@ class ModelParallelEngine final : public TrainEngine {
         "run folder {}; process {} of {} ({}); hybrid mesh {}; this rank: pp {} dp {} ep {} tp {}",
         ctx_.folder.root, ctx_.rank, ctx_.group.size(), ctx_.group.env.source, layout_.to_string(),
         pp_rank_, dp_rank_, ep_rank_, tp_rank_);
+    ctx_.log.info("replicas sync by {}{}", describe_sync(config_.sync, config_.parallel),
+                  config_.sync.method != "ddp" && replica_syncs_.empty()
+                      ? " (ignored: one replica has no other to sync with; plain local training)"
+                  : replica_syncs_.empty() ? ""
+                                           : ", each pipeline chunk's shard over its dp group");
   }
   void log_model() override {
     int64_t held = 0;
@@ -139,14 +154,11 @@ class ModelParallelEngine final : public TrainEngine {
   void check_resume(const SavedState& saved, const std::string& dir) const override {
     check_sync_record(saved.extra, config_, replicas_, dir);
   }
-  ParamLayout checkpoint_layout() const override {
-    ParamLayout full;
-    std::vector<ParamGroup> groups;
-    const GptConfig gpt = gpt_config(config_.model);
-    build_gpt_layout(gpt, make_gpt_shard(gpt, 1, 0), full, groups);
-    return full;
+  ParamLayout checkpoint_layout() const override { return whole_layout_; }
+  void after_restore(bool resumed) override;
+  bool replicas_wait_each_step() const override {
+    return replica_syncs_.empty() || !replica_syncs_.front()->method().independent_steps();
   }
-  void after_restore(bool) override {}
 
   void add_provenance(nlohmann::json& p) const override { p["mesh"] = layout_.to_string(); }
   std::vector<CommChannel> comm_channels() override;
@@ -158,12 +170,15 @@ class ModelParallelEngine final : public TrainEngine {
   // pipeline: the chunks' totals merged, then summed over pp (max for the peak imbalance).
   MoeTotals pipeline_moe_totals(bool run);
   int64_t state_floats();
+  // The whole model's tp = 1 layout (checkpoint names; streaming DiLoCo's fragments).
+  static ParamLayout whole_layout(const Config& config);
 
   int zero_;  // the ZeRO stage on dp: parallel.zero (1 or 2) when dp > 1, else 0
 
   TrainContext& ctx_;
   const Config& config_;
   HybridLayout layout_;
+  ParamLayout whole_layout_;
   Mesh mesh_;
   Communicator* pp_;
   Communicator* dp_;
@@ -184,7 +199,9 @@ class ModelParallelEngine final : public TrainEngine {
   std::vector<TrainableMask> frozen_;  // train.freeze over each chunk's layout
   std::vector<ParamLayout> norm_layouts_;
   std::vector<ParamLayout> owned_norm_layouts_;          // ZeRO-2: each norm layout's owned tensors
-  std::vector<std::unique_ptr<DpShardUpdate>> updates_;  // per chunk
+  std::vector<std::unique_ptr<DpShardUpdate>> updates_;  // per chunk, when replicas all-reduce
+  std::vector<std::unique_ptr<ReplicaSync>> replica_syncs_;  // per chunk, low-communication sync
+  Traffic formula_total_;  // replica sync: dp bytes by formula over this invocation's steps
   std::unique_ptr<PipelineExecutor> executor_;
   double last_bubble_ = 0;
 };
@@ -194,6 +211,7 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
       ctx_(ctx),
       config_(ctx.config),
       layout_(std::move(layout)),
+      whole_layout_(whole_layout(ctx.config)),
       mesh_(layout_.shape, ctx.group.world_options),
       pp_((mesh_.init_comms(), &mesh_.comm(MeshAxis::kPP))),
       dp_(&mesh_.comm(MeshAxis::kDP)),
@@ -243,11 +261,32 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
   // Config validation allows zero > 0 only with ep = 1, where dp_ holds the same tensors.
   BRIGADE_CHECK(zero_ <= 2 && (zero_ == 0 || layout_.shape.ep == 1))
       << "ZeRO-" << zero_ << " with ep " << layout_.shape.ep;
-  for (GptStage& c : chunks_) {
+  // Config validation allows a low-communication method only with ep = 1, where the replicas
+  // are the dp group and every tensor of the chunk is replicated over it.
+  const bool replica_sync = config_.sync.method != "ddp" && replicas_ > 1;
+  BRIGADE_CHECK(!replica_sync || layout_.shape.ep == 1)
+      << "replica sync with ep " << layout_.shape.ep;
+  norm_layouts_.reserve(chunks_.size());
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    GptStage& c = chunks_[i];
     chunk_ptrs_.push_back(&c);
     stages.push_back(&c);
     norm_layouts_.push_back(norm_layout_of(c));
     frozen_.emplace_back(c.layout(), freeze_patterns(config_));
+    if (replica_sync) {
+      // The tied wte copy is left out (it follows the first stage's); norm_layouts_ is reserved,
+      // so the layout's address holds.
+      const int stage = static_cast<int>(i) * layout_.shape.pp + pp_rank_;
+      replica_syncs_.push_back(make_replica_sync(
+          config_, *replicas_comm_,
+          SyncedParams{.layout = &norm_layouts_.back(),
+                       .params = c.params(),
+                       .grads = c.grads(),
+                       .whole = &whole_layout_,
+                       .scope = fmt::format("stage{}.tp{}.", stage, tp_rank_)},
+          ctx.group.world_options.store, [this](const std::string& line) { ctx_.log.line(line); }));
+      continue;
+    }
     updates_.push_back(
         std::make_unique<DpShardUpdate>(opt, c.layout(), zero_ > 0 ? dp_ : nullptr, zero_ == 2));
     if (zero_ == 2)
@@ -295,7 +334,8 @@ StepGradients ModelParallelEngine::compute_gradients(int64_t step) {
   times.bubble_s = stats.idle_s();
   Stopwatch comm;  // the tied-embedding sum, the dp averages and the scalar all-reduces
   sum_tied_embedding_grads(embedding_.get(), chunk_ptrs_);
-  for (size_t c = 0; c < chunks_.size(); ++c) {
+  // Low-communication methods keep each replica's gradient on its replica.
+  for (size_t c = 0; c < chunks_.size() && replica_syncs_.empty(); ++c) {
     if (zero_ == 2) {
       updates_[c]->reduce_scatter_grads(chunks_[c].grads());
     } else {
@@ -320,7 +360,13 @@ StepGradients ModelParallelEngine::compute_gradients(int64_t step) {
   float v[2] = {stats.loss * replica_weight, static_cast<float>(squares)};
   pp_->all_reduce(v, 2, ReduceOp::kSum);
   if (zero_ == 2) dp_->all_reduce(v + 1, 1, ReduceOp::kSum);
-  replicas_comm_->all_reduce(v, 1, ReduceOp::kAvg);
+  if (replica_syncs_.empty()) {
+    replicas_comm_->all_reduce(v, 1, ReduceOp::kAvg);
+  } else if (replicas_wait_each_step()) {
+    // Each replica's own squared norm: their mean, with the loss in the same all-reduce (as
+    // ReplicaSync::reduce_step_scalars under data parallelism).
+    replicas_comm_->all_reduce(v, 2, ReduceOp::kAvg);
+  }
   times.comm_s = comm.seconds();
   // busy_s: the executor's time inside this rank's stage forwards and backwards.
   return {.loss = v[0],
@@ -337,9 +383,31 @@ void ModelParallelEngine::scale_grads(float scale) {
 }
 
 void ModelParallelEngine::apply_update(float lr, int64_t updates) {
+  if (!replica_syncs_.empty()) {
+    for (auto& sync : replica_syncs_) sync->step(lr, updates);
+    sync_tied_embedding_params(embedding_.get(), chunk_ptrs_);
+    return;
+  }
   for (size_t c = 0; c < chunks_.size(); ++c) {
     updates_[c]->step(chunks_[c].params(), chunks_[c].grads(), lr, updates);
   }
+}
+
+// Fresh (or init_from) starts: every rank initialised alike; a method may take its starting
+// point (DiLoCo's theta_global). The tied copy is not among a replica sync's pieces: it takes
+// the first stage's wte either way.
+void ModelParallelEngine::after_restore(bool resumed) {
+  if (replica_syncs_.empty()) return;
+  for (auto& sync : replica_syncs_) sync->after_restore(resumed);
+  sync_tied_embedding_params(embedding_.get(), chunk_ptrs_);
+}
+
+ParamLayout ModelParallelEngine::whole_layout(const Config& config) {
+  ParamLayout full;
+  std::vector<ParamGroup> groups;
+  const GptConfig gpt = gpt_config(config.model);
+  build_gpt_layout(gpt, make_gpt_shard(gpt, 1, 0), full, groups);
+  return full;
 }
 
 // Forward only, stage by stage: global stage g runs on pipeline rank g % pp (chunk g / pp),
@@ -404,6 +472,10 @@ EvalSums ModelParallelEngine::evaluate() {
 std::vector<StatePiece> ModelParallelEngine::checkpoint_pieces() {
   std::vector<StatePiece> out;
   for (size_t c = 0; c < chunks_.size(); ++c) {
+    if (!replica_syncs_.empty()) {
+      for (StatePiece& p : replica_syncs_[c]->checkpoint_pieces()) out.push_back(p);
+      continue;
+    }
     GptStage& chunk = chunks_[c];
     for (StatePiece& p : tp_state_pieces(chunk.layout(), chunk.params())) out.push_back(p);
     for (StatePiece& p : updates_[c]->state_pieces()) out.push_back(p);
@@ -414,6 +486,10 @@ std::vector<StatePiece> ModelParallelEngine::checkpoint_pieces() {
 int64_t ModelParallelEngine::state_floats() {
   int64_t n = 0;
   for (auto& u : updates_) n += u->state_floats();
+  for (auto& sync : replica_syncs_) {
+    if (!sync->method().uses_optimizer()) continue;
+    for (const StateView& v : sync->optimizer().state_tensors()) n += v.end - v.begin;
+  }
   return n;
 }
 
@@ -433,9 +509,24 @@ MoeTotals ModelParallelEngine::pipeline_moe_totals(bool run) {
 }
 
 // As the data-parallel engine records them (dp_engine.cc): this replica's micro-batches.
-void ModelParallelEngine::add_step_metrics(nlohmann::json& rec, bool, int64_t, bool,
-                                           const Traffic&) {
+void ModelParallelEngine::add_step_metrics(nlohmann::json& rec, bool applied, int64_t updates,
+                                           bool last, const Traffic&) {
   rec["pipeline_bubble"] = last_bubble_;
+  if (!replica_syncs_.empty()) {
+    // This rank's dp bytes by formula: the loss and norm all-reduce, each chunk's exchange, and
+    // on the last step the final sync of replicas that drift (DiLoCo).
+    Traffic formula = replicas_wait_each_step()
+                          ? all_reduce_f32_traffic(2, replicas_, replicas_comm_->rank())
+                          : Traffic{};
+    for (auto& sync : replica_syncs_) {
+      if (applied) formula = formula + sync->exchange_traffic(updates);
+      if (last) formula = formula + sync->finish_training(updates);
+    }
+    formula_total_ = formula_total_ + formula;
+    rec["comm_formula_sent_bytes"] = formula.sent;
+    rec["comm_formula_recv_bytes"] = formula.received;
+    rec["comm_formula_rounds"] = formula.rounds;
+  }
   if (!has_moe_) return;
   add_moe_step_metrics(rec, pipeline_moe_totals(false));
 }
@@ -443,6 +534,11 @@ void ModelParallelEngine::add_step_metrics(nlohmann::json& rec, bool, int64_t, b
 void ModelParallelEngine::add_summary(nlohmann::json& summary) {
   summary["mesh"] = layout_.to_string();
   summary["zero"] = zero_;
+  summary["sync_method"] = config_.sync.method;
+  if (!replica_syncs_.empty()) {
+    summary["comm_formula_sent_bytes"] = formula_total_.sent;
+    summary["comm_formula_recv_bytes"] = formula_total_.received;
+  }
   // Optimizer-state floats per rank (world order), so the 1/dp saving of ZeRO-1 is visible.
   const int64_t mine = state_floats();
   std::vector<int64_t> all(static_cast<size_t>(ctx_.group.size()));

@@ -20,12 +20,12 @@ namespace brigade {
 
 namespace {
 
-std::unique_ptr<SyncMethod> make_method(const Config& config, Model& model, Communicator& dp,
-                                        std::shared_ptr<Store> store,
+std::unique_ptr<SyncMethod> make_method(const Config& config, const SyncedParams& synced,
+                                        Communicator& dp, std::shared_ptr<Store> store,
                                         std::function<void(const std::string&)> log) {
   const SyncConfig& s = config.sync;
   const std::string payload = resolved_payload(s, config.parallel);
-  const ParamLayout& layout = model.layout();
+  const ParamLayout& layout = *synced.layout;
   if (s.method == "diloco") {
     DilocoConfig c{
         .outer_lr = static_cast<float>(s.outer_lr),
@@ -67,7 +67,7 @@ std::unique_ptr<SyncMethod> make_method(const Config& config, Model& model, Comm
       check_outer_quorum(s, dp.size());
     }
     return std::make_unique<DilocoSync>(c, s.inner_steps, static_cast<int>(s.fragments), layout,
-                                        model.params(), std::move(quorum));
+                                        synced.params, std::move(quorum), synced.whole);
   }
   if (s.method == "demo") {
     DemoConfig c{.beta = static_cast<float>(s.demo_beta),
@@ -86,14 +86,18 @@ std::unique_ptr<SyncMethod> make_method(const Config& config, Model& model, Comm
   }
   if (s.method == "signef") return std::make_unique<SignEfSync>(layout);
   if (s.method == "topk") {
-    const int64_t n = model.num_params();
-    if (s.topk_k > n) {
-      throw ConfigError(
-          fmt::format("sync.topk_k = {}: must be at most the {} parameters", s.topk_k, n));
+    const int64_t n = synced.size();
+    const int64_t model_params = synced.whole ? synced.whole->total() : n;
+    if (s.topk_k > model_params) {
+      throw ConfigError(fmt::format("sync.topk_k = {}: must be at most the {} parameters", s.topk_k,
+                                    model_params));
     }
-    // TopkEf sends ceil(fraction * n) entries; k - 1/2 makes that exactly k.
-    double fraction = s.topk_k > 0 ? (static_cast<double>(s.topk_k) - 0.5) / static_cast<double>(n)
-                                   : s.topk_fraction;
+    // TopkEf sends ceil(fraction * n) entries; k - 1/2 makes that exactly k. A chunk of a
+    // model-parallel replica sends its share, k times its part of the model.
+    double fraction = s.topk_k == 0 ? s.topk_fraction
+                      : synced.whole
+                          ? static_cast<double>(s.topk_k) / static_cast<double>(model_params)
+                          : (static_cast<double>(s.topk_k) - 0.5) / static_cast<double>(n);
     TopkEfConfig c{.fraction = fraction, .values = parse_value_format(payload, "sync.payload")};
     c.validate();
     return std::make_unique<TopkEfSync>(c, n);
@@ -209,9 +213,16 @@ std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicato
                                                                   (1 << 20) / sizeof(float))),
                                       .wire = wire == "bf16" ? WireDtype::kBF16 : WireDtype::kF32});
   }
+  return make_replica_sync(config, *dp, SyncedParams::of(model), std::move(store), std::move(log));
+}
+
+std::unique_ptr<ReplicaSync> make_replica_sync(const Config& config, Communicator& replicas,
+                                               const SyncedParams& synced,
+                                               std::shared_ptr<Store> store,
+                                               std::function<void(const std::string&)> log) {
   return std::make_unique<ReplicaSync>(
-      *dp, model, optimizer_config(config),
-      make_method(config, model, *dp, std::move(store), std::move(log)));
+      replicas, synced, optimizer_config(config),
+      make_method(config, synced, replicas, std::move(store), std::move(log)));
 }
 
 }  // namespace brigade

@@ -12,6 +12,7 @@
 #include "brigade/model/model.h"
 #include "brigade/parallel/dp_strategy.h"
 #include "brigade/runtime/config.h"
+#include "brigade/sync/replica_sync.h"
 
 namespace brigade {
 
@@ -25,6 +26,13 @@ namespace brigade {
 std::unique_ptr<DpStrategy> make_sync_strategy(
     const Config& config, Communicator* dp, Model& model, std::shared_ptr<Store> store = nullptr,
     std::function<void(const std::string&)> log = nullptr, int rank = 0, int ranks = 1);
+
+// The low-communication method sync.method names (not "ddp" or "ps") over one synced range: a
+// whole model's, or under model parallelism one pipeline chunk's tp shard, whose replicas are
+// the ranks of `replicas` (at least 2). Throws ConfigError as make_sync_strategy.
+std::unique_ptr<ReplicaSync> make_replica_sync(
+    const Config& config, Communicator& replicas, const SyncedParams& synced,
+    std::shared_ptr<Store> store = nullptr, std::function<void(const std::string&)> log = nullptr);
 
 // What a checkpoint records of how replicas were synced ({method, replicas}), and the check
 // that a resume can continue it: every layout that syncs by exact all-reduce (DDP, ZeRO, the

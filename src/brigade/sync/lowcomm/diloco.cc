@@ -290,7 +290,8 @@ std::vector<StateView> DilocoOuter::state_tensors() {
   std::vector<StateView> out{{"diloco.global", global_.data(), begin_, end_}};
   if (!momentum_.empty()) out.push_back({"diloco.momentum", momentum_.data(), begin_, end_});
   if (powersgd_ && powersgd_->q_floats() > 0) {
-    out.push_back({"diloco.powersgd_q", powersgd_->q_state().data(), 0, powersgd_->q_floats()});
+    out.push_back(
+        {"diloco.powersgd_q", powersgd_->q_state().data(), 0, powersgd_->q_floats(), false});
   }
   return out;
 }

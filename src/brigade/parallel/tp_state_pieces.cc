@@ -1,4 +1,4 @@
-#include "brigade/train/tp_state_pieces.h"
+#include "brigade/parallel/tp_state_pieces.h"
 
 #include <algorithm>
 

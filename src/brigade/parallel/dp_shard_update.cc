@@ -1,11 +1,11 @@
-#include "brigade/train/dp_shard_update.h"
+#include "brigade/parallel/dp_shard_update.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "brigade/base/check.h"
-#include "brigade/train/tp_state_pieces.h"
+#include "brigade/parallel/tp_state_pieces.h"
 
 namespace brigade {
 
