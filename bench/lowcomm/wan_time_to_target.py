@@ -19,8 +19,11 @@ rank 0's own (not the replicas' mean): the trailing mean smooths that.
 
   sudo bench/lowcomm/wan_time_to_target.py [--binary build/release/brigade] [--steps 256]
       [--target 2.75] [--arms ddp,ddp_one_bucket,diloco_int8_h16_quorum] [--keep DIR [--reuse]]
+  Model-parallel replicas (two hosts of tp = 2):
+      --arms ddp_tp2,diloco_h16_tp2 --micro-batch 8
 """
 import argparse
+import math
 import os
 import shutil
 import sys
@@ -40,7 +43,14 @@ ARMS = {
     "diloco_int8_h64_quorum": ["sync.method=diloco", "sync.inner_steps=64", "sync.payload=int8",
                                "sync.quorum=0.75"],
     "diloco_int8_h64": ["sync.method=diloco", "sync.inner_steps=64", "sync.payload=int8"],
+    # Model-parallel replicas (issue 33): two hosts of two ranks each, tp = 2 inside a host (its
+    # loopback, unshaped), dp = 2 across the shaped link. DDP all-reduces every step; DiLoCo
+    # syncs each tp shard over the dp link every 16 steps.
+    "ddp_tp2": ["parallel.tp=2"],
+    "diloco_h16_tp2": ["parallel.tp=2", "sync.method=diloco", "sync.inner_steps=16"],
 }
+# Ranks per host (per network namespace and shaped link) by arm; 1 where not listed.
+PER_HOST = {"ddp_tp2": 2, "diloco_h16_tp2": 2}
 
 
 def run_arm(args, name, out):
@@ -48,7 +58,7 @@ def run_arm(args, name, out):
     metrics = os.path.join(run_dir, "metrics.jsonl")
     if not (args.reuse and os.path.exists(metrics)):
         cmd = [os.path.join(args.source, "scripts/wan/run.sh"), "--nproc", str(args.nproc),
-               "--rate", args.rate, "--binary", args.binary, "--timeout", str(args.timeout), "--",
+               "--per-host", str(PER_HOST.get(name, 1)), "--rate", args.rate, "--binary", args.binary, "--timeout", str(args.timeout), "--",
                "train", os.path.join(args.source, "configs/default.toml"),
                "--set", f"run.out_dir={out}", "--set", f"run.name={name}",
                "--set", f"train.steps={args.steps}",
@@ -60,10 +70,12 @@ def run_arm(args, name, out):
         run_arm_logged(cmd, os.path.join(out, name + ".log"), name)
     steps, summary = read_metrics(metrics)
     rtt = args.rtt_ms / 1e3
-    wall = rounds = 0.0
+    wall = rounds = dp_bytes = 0.0
     hit = None
     for i, s in enumerate(steps):
         wall += s["ms_per_step"] / 1e3
+        # What crossed the link: the dp communicator's bytes (the tp ones stay on a host).
+        dp_bytes += sum(b for op, b in s.get("comm_sent_by", {}).items() if op.startswith("dp/"))
         # Collectives are counted where they run; DiLoCo's quorum exchange goes through the
         # store, whose rounds only the formula counts.
         rounds += s.get("comm_rounds") or s.get("comm_formula_rounds", 0)
@@ -71,8 +83,14 @@ def run_arm(args, name, out):
         if hit is None and len(window) == args.window and \
                 sum(w["loss"] for w in window) / len(window) <= args.target:
             hit = (s["step"], wall + rounds * rtt, wall)
+    if PER_HOST.get(name, 1) > 1:
+        # Rounds are counted over every communicator, and a host's own ranks pay no RTT: no
+        # latency model for these arms (their shaped times stand alone).
+        rounds = float("nan")
+        hit = (hit[0], float("nan"), hit[2]) if hit else None
     return {"name": name, "wall": wall, "rounds": rounds / len(steps),
-            "modeled": wall + rounds * rtt, "val": summary["val_loss"], "hit": hit}
+            "modeled": wall + rounds * rtt, "val": summary["val_loss"], "hit": hit,
+            "dp_mb": dp_bytes / len(steps) / 1e6}
 
 
 def main():
@@ -94,7 +112,7 @@ def main():
     args = p.parse_args()
     args.binary = os.path.abspath(args.binary)
     names = args.arms.split(",")
-    if names[0] != "ddp":
+    if not names[0].startswith("ddp"):
         names = ["ddp"] + [n for n in names if n != "ddp"]
     for n in names:
         if n not in ARMS:
@@ -108,7 +126,8 @@ def main():
               flush=True)
     # The reference is the faster DDP arm to the target (default buckets or one bucket).
     ddp_hits = [r for r in rows if r["name"].startswith("ddp") and r["hit"]]
-    ref_row = min(ddp_hits, key=lambda r: r["hit"][1]) if ddp_hits else None
+    ref_row = min(ddp_hits, key=lambda r: (math.isnan(r["hit"][1]), r["hit"][1])) \
+        if ddp_hits else None
     ref = ref_row["hit"] if ref_row else None
     ref_shaped = min((r["hit"] for r in ddp_hits), key=lambda h: h[2]) if ddp_hits else None
     print(f"{args.nproc} ranks, links shaped to {args.rate} each way, RTT modeled at "
@@ -116,15 +135,16 @@ def main():
           f"target: trailing {args.window}-step mean training loss <= {args.target}\n")
     if ref_row:
         print("speed-up: against the faster DDP arm to the target, in each column\n")
-    print("| arm | wall s | rounds/step | + RTT s | val loss | at step | to target s, shaped "
-          "| speed-up | to target s, shaped + RTT | speed-up |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| arm | wall s | dp MB sent/step | rounds/step | + RTT s | val loss | at step | "
+          "to target s, shaped | speed-up | to target s, shaped + RTT | speed-up |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     nan = float("nan")
     for r in rows:
         step, t, t_shaped = r["hit"] if r["hit"] else ("-", nan, nan)
         sp = ref[1] / t if ref and r["hit"] else nan
         sp_shaped = ref_shaped[2] / t_shaped if ref_shaped and r["hit"] else nan
-        print(f"| {r['name']} | {r['wall']:.0f} | {r['rounds']:.1f} | {r['modeled']:.0f} | "
+        print(f"| {r['name']} | {r['wall']:.0f} | {r['dp_mb']:.3f} | {r['rounds']:.1f} | "
+              f"{r['modeled']:.0f} | "
               f"{r['val']:.4f} | {step} | {t_shaped:.0f} | {sp_shaped:.2f}x | {t:.0f} | "
               f"{sp:.2f}x |")
     if not args.keep:

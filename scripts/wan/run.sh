@@ -7,8 +7,10 @@
 #   scripts/wan/run.sh [options] -- <brigade subcommand and arguments>
 #   scripts/wan/run.sh --measure [options]
 #
-# Topology: rank r lives in namespace <prefix>-r with address 10.200.0.(r+1)/24 on eth0; its
-# veth peer h<r> is a port of bridge br0 in <prefix>-hub. Shaping is on egress at both ends of
+# Topology: host h lives in namespace <prefix>-h with address 10.200.0.(h+1)/24 on eth0; its
+# veth peer h<h> is a port of bridge br0 in <prefix>-hub. A host holds --per-host ranks (rank r
+# on host r / per-host; one by default), which reach each other over the namespace's loopback,
+# unshaped, as the processes of one machine do. Shaping is on egress at both ends of
 # each veth (eth0: the rank's upload; h<r>: its download), so each rank has a --rate link in
 # each direction, like a host on an access line. netem (delay, loss) sits under the tbf where
 # the kernel has sch_netem.
@@ -23,7 +25,9 @@ usage() {
 usage: scripts/wan/run.sh [options] -- <brigade subcommand and arguments>
        scripts/wan/run.sh --measure [options]
 options:
-  --nproc N       ranks, one network namespace each (default 2, at most 200)
+  --nproc N       ranks (default 2, at most 200)
+  --per-host K    ranks per host, i.e. per network namespace and shaped link (default 1; must
+                  divide N): ranks of one host talk over its loopback, unshaped
   --rate R        bandwidth of each link direction, tc units: 100mbit (default), 10mbit, 1gbit;
                   "none" leaves the links unshaped
   --delay D       one-way delay added on each rank's upload (netem), e.g. 25ms: RTT = 2 x D.
@@ -43,7 +47,7 @@ options:
   --bytes N       payload for --measure (default 16000000)
   --keep          leave the namespaces for debugging (prints how to remove them)
   -h, --help      this text
-Each rank gets RANK, WORLD_SIZE, LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, MASTER_ADDR (rank 0's
+Each rank gets RANK, WORLD_SIZE, LOCAL_RANK (r mod K), LOCAL_WORLD_SIZE (K), MASTER_ADDR (rank 0's
 address), MASTER_PORT, BRIGADE_RUN_ID and a fresh BRIGADE_STORE_TOKEN, so the job meets at
 rank 0's TCP store; a brigade subcommand also gets --set comm.host=<its address>.
 EOF
@@ -54,12 +58,13 @@ die() {
   exit 2
 }
 
-nproc=2 rate=100mbit delay="" loss="" port=29500 binary="${BRIGADE_BINARY:-}" exec_mode=0
+nproc=2 per_host=1 rate=100mbit delay="" loss="" port=29500 binary="${BRIGADE_BINARY:-}" exec_mode=0
 run_dir="" rtt_model_ms=50 timeout_s=600 grace_s=5 measure=0 tool="" bytes=16000000 keep=0
 cmd=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --nproc) nproc="${2:-}"; shift 2 ;;
+    --per-host) per_host="${2:-}"; shift 2 ;;
     --rate) rate="${2:-}"; shift 2 ;;
     --delay) delay="${2:-}"; shift 2 ;;
     --loss) loss="${2:-}"; shift 2 ;;
@@ -82,6 +87,9 @@ done
 
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 is_uint "$nproc" && [ "$nproc" -ge 1 ] && [ "$nproc" -le 200 ] || die "--nproc must be 1..200, got '$nproc'"
+is_uint "$per_host" && [ "$per_host" -ge 1 ] && [ $((nproc % per_host)) = 0 ] ||
+  die "--per-host must be >= 1 and divide --nproc $nproc, got '$per_host'"
+nhost=$((nproc / per_host))
 is_uint "$port" && [ "$port" -ge 1 ] && [ "$port" -le 65535 ] || die "--port must be 1..65535, got '$port'"
 is_uint "$timeout_s" && [ "$timeout_s" -ge 1 ] || die "--timeout must be a whole number of seconds >= 1"
 is_uint "$grace_s" || die "--grace must be a whole number of seconds"
@@ -92,7 +100,7 @@ is_uint "$bytes" && [ "$bytes" -ge 1 ] || die "--bytes must be a positive intege
 [ -z "$delay" ] || [[ "$delay" =~ ^[0-9]+([.][0-9]+)?(us|ms|s)$ ]] || die "--delay must look like 25ms, got '$delay'"
 [ -z "$loss" ] || [[ "$loss" =~ ^[0-9]+([.][0-9]+)?%$ ]] || die "--loss must look like 0.1%, got '$loss'"
 if [ "$measure" = 1 ]; then
-  [ "$nproc" -ge 2 ] || die "--measure needs --nproc >= 2"
+  [ "$nhost" -ge 2 ] || die "--measure needs two hosts (--nproc >= 2 x --per-host)"
 else
   [ ${#cmd[@]} -gt 0 ] || { usage >&2; die "no command after --"; }
 fi
@@ -116,10 +124,10 @@ rate_bytes_per_s() {
 id="$$-$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')"
 prefix="brigade-wan-$id"
 hub="$prefix-hub"
-ns_name=() ip_addr=()  # rank r's namespace and address
-for ((r = 0; r < nproc; r++)); do
-  ns_name[r]="$prefix-$r"
-  ip_addr[r]="10.200.0.$((r + 1))"
+ns_name=() ip_addr=()  # host h's namespace and address
+for ((h = 0; h < nhost; h++)); do
+  ns_name[h]="$prefix-$h"
+  ip_addr[h]="10.200.0.$((h + 1))"
 done
 created=()   # namespaces to remove
 pids=()      # rank (or measure) processes, by rank
@@ -189,24 +197,24 @@ batch() {
 
 # Namespaces first (all names are recorded before, so cleanup removes whatever was made).
 created=("$hub")
-for ((r = 0; r < nproc; r++)); do created+=("${ns_name[r]}"); done
+for ((h = 0; h < nhost; h++)); do created+=("${ns_name[h]}"); done
 batch "$(printf 'netns add %s\n' "${created[@]}")" ip
 
 # The hub: a bridge, and one veth pair per rank with the rank's end moved into its namespace.
 cmds="link set lo up
 link add br0 type bridge
 link set br0 up"
-for ((r = 0; r < nproc; r++)); do
+for ((h = 0; h < nhost; h++)); do
   cmds+="
-link add h$r type veth peer name eth0 netns ${ns_name[r]}
-link set h$r master br0
-link set h$r up"
+link add h$h type veth peer name eth0 netns ${ns_name[h]}
+link set h$h master br0
+link set h$h up"
 done
 batch "$cmds" ip -n "$hub"
-for ((r = 0; r < nproc; r++)); do
+for ((h = 0; h < nhost; h++)); do
   batch "link set lo up
-addr add ${ip_addr[r]}/24 dev eth0
-link set eth0 up" ip -n "${ns_name[r]}"
+addr add ${ip_addr[h]}/24 dev eth0
+link set eth0 up" ip -n "${ns_name[h]}"
 done
 
 # Does this kernel have sch_netem? Probe on the hub's loopback (it carries nothing).
@@ -238,11 +246,11 @@ shape() {
   fi
   return 0
 }
-for ((r = 0; r < nproc; r++)); do
+for ((h = 0; h < nhost; h++)); do
   cmds=$(shape eth0 1)
-  [ -z "$cmds" ] || batch "$cmds" tc -n "${ns_name[r]}"
+  [ -z "$cmds" ] || batch "$cmds" tc -n "${ns_name[h]}"
 done
-cmds=$(for ((r = 0; r < nproc; r++)); do shape "h$r" 0; done)
+cmds=$(for ((h = 0; h < nhost; h++)); do shape "h$h" 0; done)
 [ -z "$cmds" ] || batch "$cmds" tc -n "$hub"
 
 netem_note="sch_netem: yes"
@@ -252,7 +260,7 @@ if [ "$have_netem" = 0 ]; then
     netem_note+="; --delay/--loss NOT emulated (latency cost is reported as a model)"
   fi
 fi
-echo "wan: $nproc ranks in namespaces $prefix-{0..$((nproc - 1))}, bridge in $hub;" \
+echo "wan: $nproc ranks, $per_host per host, in namespaces $prefix-{0..$((nhost - 1))}, bridge in $hub;" \
   "links ${rate} each way${delay:+, delay $delay}${loss:+, loss $loss}; $netem_note" >&2
 
 # Bytes sent and received on a rank's link (eth0), from the kernel's interface counters.
@@ -300,13 +308,15 @@ if [ "$exec_mode" = 0 ]; then
   [ -x "$binary" ] || die "--binary '$binary' is not executable"
 fi
 for ((r = 0; r < nproc; r++)); do
-  ns=${ns_name[r]}
+  h=$((r / per_host))
+  ns=${ns_name[h]}
   argv=("${cmd[@]}")
-  [ "$exec_mode" = 0 ] && argv=("$binary" "${cmd[@]}" --set "comm.host=\"${ip_addr[r]}\"")
+  [ "$exec_mode" = 0 ] && argv=("$binary" "${cmd[@]}" --set "comm.host=\"${ip_addr[h]}\"")
   (
-    exec setsid ip netns exec "$ns" env -u BRIGADE_STORE_DIR RANK=$r WORLD_SIZE=$nproc LOCAL_RANK=0 \
-      LOCAL_WORLD_SIZE=1 MASTER_ADDR="${ip_addr[0]}" MASTER_PORT="$port" BRIGADE_RUN_ID="wan-$id" \
-      BRIGADE_STORE_TOKEN="$token" BRIGADE_WAN_IP="${ip_addr[r]}" "${argv[@]}" </dev/null
+    exec setsid ip netns exec "$ns" env -u BRIGADE_STORE_DIR RANK=$r WORLD_SIZE=$nproc \
+      LOCAL_RANK=$((r % per_host)) LOCAL_WORLD_SIZE=$per_host MASTER_ADDR="${ip_addr[0]}" \
+      MASTER_PORT="$port" BRIGADE_RUN_ID="wan-$id" \
+      BRIGADE_STORE_TOKEN="$token" BRIGADE_WAN_IP="${ip_addr[h]}" "${argv[@]}" </dev/null
   ) > >(prefix_lines $r) 2> >(prefix_lines $r >&2) &
   pids[r]=$!
 done
@@ -341,8 +351,8 @@ kill "$watchdog" 2>/dev/null && wait "$watchdog" 2>/dev/null
 watchdog=""
 wait  # the output relays: let them flush
 elapsed=$((SECONDS - start_s))
-for ((r = 0; r < nproc; r++)); do
-  echo "wan: rank $r link bytes: $(link_bytes "${ns_name[r]}")" >&2
+for ((h = 0; h < nhost; h++)); do
+  echo "wan: host $h link bytes: $(link_bytes "${ns_name[h]}")" >&2
 done
 echo "wan: all $nproc ranks finished in ${elapsed} s" >&2
 

@@ -12,8 +12,9 @@
 // The run: a mesh pp x dp x ep, each (dp, ep) rank with its own slice of the data (its B
 // sequences of each micro-batch), experts split over ep, stages driven by the pipeline
 // executor. After the step: the tied wte copies summed over the embedding group, then
-// average_stage_grads (parallel/expert/stage_grad_sync.h): dense gradients averaged over the
-// dp x ep replica group (Mesh::replica_comm), expert gradients over dp. Required:
+// ChunkGradAverage (parallel/chunk_grad_average.h, after the step here): dense gradients
+// averaged over the dp x ep replica group (Mesh::replica_comm), expert gradients over dp.
+// Required:
 //   - every stage starts from the Gpt's initialisation of its tensors (by name), and holds only
 //     its ep rank's experts, under their global names; expert_ranges() + dense_ranges() tile it;
 //   - the loss (summed over pp, averaged over dp x ep) equals the reference's, and the squared
@@ -41,6 +42,7 @@
 #include "brigade/comm/mesh.h"
 #include "brigade/model/gpt.h"
 #include "brigade/model/gpt_stage.h"
+#include "brigade/parallel/chunk_grad_average.h"
 #include "brigade/parallel/expert/stage_grad_sync.h"
 #include "brigade/parallel/pipeline/executor.h"
 #include "brigade/parallel/pipeline/layer_partition.h"
@@ -261,7 +263,9 @@ void check_case(const Case& c) {
     // Gradients averaged over their replicas: dense over dp x ep, experts over dp (in small
     // buckets, so that ranges are cut).
     Communicator& dp = mesh.comm(MeshAxis::kDP);
-    average_stage_grads(stage, dp, replicas, 97);
+    ChunkGradAverage average(stage, dp, replicas, 97, /*overlap=*/false);
+    average.arm(1.0f);
+    average.finish();
     const float* grads = stage.grads();
     float loss = kept.loss;
     pp.all_reduce(&loss, 1, ReduceOp::kSum);

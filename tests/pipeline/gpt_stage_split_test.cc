@@ -5,7 +5,11 @@
 //     the layernorm gradients are bitwise the fused ones and the blocks' matmul weight and bias
 //     gradients are still zero;
 //   - after backward_weight every gradient is bitwise the fused one, also with two micro-batches
-//     whose W both come after both B (as ZB-H1 runs them).
+//     whose W both come after both B (as ZB-H1 runs them);
+//   - the grad-ready hook (data parallelism's cue to average a range while backward runs)
+//     reports every element exactly once, during the step's last backward, and each range it
+//     reports already holds its final value: a snapshot taken in the hook equals the gradient
+//     at the end of the step, for both backwards.
 // The fused stage itself equals the single-process Gpt (gpt_pipeline_mp_test).
 #include <gtest/gtest.h>
 
@@ -51,6 +55,30 @@ GptStage make_stage(int first, int end, bool split, const Data& data) {
   return s;
 }
 
+// Records what the grad-ready hook reports: how often each element, and its value then.
+struct ReadyLog {
+  std::vector<int> times;
+  std::vector<float> value;
+  bool before_last = false;  // a report came before the step's last backward started
+  explicit ReadyLog(GptStage& stage) : times(stage.num_params()), value(stage.num_params()) {
+    stage.set_grad_ready_hook([this, &stage](int64_t offset, int64_t count) {
+      for (int64_t i = offset; i < offset + count; ++i) {
+        ++times[static_cast<size_t>(i)];
+        value[static_cast<size_t>(i)] = stage.grads()[i];
+      }
+      before_last = before_last || !in_last;
+    });
+  }
+  bool in_last = false;
+  void expect_final(const std::vector<float>& want) const {
+    EXPECT_FALSE(before_last) << "a range was reported before the last micro-batch";
+    for (size_t i = 0; i < times.size(); ++i) {
+      ASSERT_EQ(times[i], 1) << "element " << i << " reported " << times[i] << " times";
+      ASSERT_EQ(value[i], want[i]) << "element " << i << " changed after it was reported";
+    }
+  }
+};
+
 bool in_block_matmul(const std::string& name) {
   return name.rfind("h.", 0) == 0 &&
          (name.find("c_attn") != std::string::npos || name.find("c_proj") != std::string::npos ||
@@ -62,6 +90,7 @@ void check_stage(int first, int end) {
   const Data data;
   GptStage fused = make_stage(first, end, false, data);
   GptStage split = make_stage(first, end, true, data);
+  ReadyLog fused_ready(fused), split_ready(split);
   ASSERT_EQ(split.saved_floats(), fused.saved_floats());
   const int64_t in_n = fused.input_floats(), out_n = fused.output_floats();
 
@@ -84,12 +113,14 @@ void check_stage(int first, int end) {
                                                std::vector<float>(static_cast<size_t>(in_n)));
   float loss_fused = 0.0f;
   for (int mb = 0; mb < kMicroBatches; ++mb) {
+    fused_ready.in_last = mb == kMicroBatches - 1;
     loss_fused += fused.forward(mb, in_ptr(mb), out_ptr(), saved.data());
     fused.backward_input(mb, in_ptr(mb), dout_ptr(mb), in_n > 0 ? dinput_fused[mb].data() : nullptr,
                          saved.data());
     fused.backward_weight(mb, in_ptr(mb), saved.data());
   }
   const std::vector<float> want(fused.grads(), fused.grads() + fused.num_params());
+  fused_ready.expect_final(want);
 
   // Split: F0 F1 B0 B1, then W0 W1.
   std::vector<std::vector<float>> saved_mb(
@@ -99,6 +130,7 @@ void check_stage(int first, int end) {
     loss += split.forward(mb, in_ptr(mb), out_ptr(), saved_mb[mb].data());
   EXPECT_EQ(loss, loss_fused);
   for (int mb = 0; mb < kMicroBatches; ++mb) {
+    split_ready.in_last = mb == kMicroBatches - 1;
     std::vector<float> dinput(static_cast<size_t>(in_n));
     split.backward_input(mb, in_ptr(mb), dout_ptr(mb), in_n > 0 ? dinput.data() : nullptr,
                          saved_mb[mb].data());
@@ -116,8 +148,11 @@ void check_stage(int first, int end) {
     }
   }
   EXPECT_EQ(deferred, 8 * (end - first));
-  for (int mb = 0; mb < kMicroBatches; ++mb)
+  for (int mb = 0; mb < kMicroBatches; ++mb) {
+    split_ready.in_last = mb == kMicroBatches - 1;
     split.backward_weight(mb, in_ptr(mb), saved_mb[mb].data());
+  }
+  split_ready.expect_final(want);
   for (const ParamSpec& s : split.layout().specs()) {
     const float* g = split.grads() + s.offset;
     EXPECT_TRUE(std::any_of(want.begin() + s.offset, want.begin() + s.offset + s.numel,

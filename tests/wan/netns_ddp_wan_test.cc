@@ -227,7 +227,7 @@ TEST_F(WanTest, DdpAcrossNamespacesEqualsLoopback) {
   const int64_t params = kVocab * C + kSeq * C + kLayers * (12 * C * C + 13 * C) + 2 * C;
   for (int rank = 0; rank < 2; ++rank) {
     std::smatch m;
-    const std::regex re("rank " + std::to_string(rank) + R"( link bytes: tx=(\d+) rx=(\d+))");
+    const std::regex re("host " + std::to_string(rank) + R"( link bytes: tx=(\d+) rx=(\d+))");
     ASSERT_TRUE(std::regex_search(wan.output, m, re)) << wan.output;
     EXPECT_GE(std::stoll(m[1]), kSteps * 4 * params) << "rank " << rank << " sent too little";
     EXPECT_GE(std::stoll(m[2]), kSteps * 4 * params) << "rank " << rank << " received too little";

@@ -191,6 +191,7 @@ void GptStage::set_batch(const int32_t* tokens, const int32_t* targets, int micr
   tokens_ = tokens;
   targets_ = targets;
   micro_batches_ = micro_batches;
+  backward_inputs_ = backward_weights_ = 0;
   if (moe_) moe_->set_micro_batches(micro_batches);
   if (is_first()) {
     BRIGADE_CHECK(tokens != nullptr) << "the first GPT stage needs tokens";
@@ -333,6 +334,7 @@ void GptStage::backward_input(int mb, const float* input, const float* dout, flo
   float* g = grads_.data();
   float* dres = dres_.data();
   const int nb = static_cast<int>(w_.blocks.size());
+  const bool last_mb = ++backward_inputs_ == micro_batches_;
   if (is_last()) {
     const auto fields = head_fields(head_);
     copy_in(fields, saved + head_at_, fields.size());
@@ -365,6 +367,7 @@ void GptStage::backward_input(int mb, const float* input, const float* dout, flo
     } else {
       block_backward_mlp(ps, w, p, g, work_, dres, scratch_, moe, aux_grad);
       block_backward_attention(ps, w, p, g, work_, x, dres, scratch_);
+      if (last_mb) report_block(j);
     }
   }
   if (moe_) moe_->release(mb);  // a MoE block's backward is whole here (backward_weight skips it)
@@ -373,14 +376,32 @@ void GptStage::backward_input(int mb, const float* input, const float* dout, flo
   } else if (dinput != nullptr) {
     std::copy(dres, dres + rows_ * C_, dinput);
   }
+  if (last_mb) report_outside_blocks();
 }
 
 void GptStage::backward_weight(int /*mb*/, const float* /*input*/, const float* saved) {
   if (!config_.split_backward) return;  // backward_input accumulated them already
   const GptPass ps = pass();
-  for (int j = static_cast<int>(w_.blocks.size()) - 1; j >= 0; --j)
+  const bool last_mb = ++backward_weights_ == micro_batches_;
+  for (int j = static_cast<int>(w_.blocks.size()) - 1; j >= 0; --j) {
     block_backward_weight(ps, w_.blocks[static_cast<size_t>(j)], params_.data(), grads_.data(),
                           weight_inputs_at(saved, j), scratch_);
+    // B of this micro-batch (the block's other gradients) ran before W.
+    if (last_mb) report_block(j);
+  }
+}
+
+void GptStage::report_block(int j) {
+  const GptBlockParams& b = w_.blocks[static_cast<size_t>(j)];
+  if (grad_ready_) grad_ready_(b.begin, b.end - b.begin);
+}
+
+void GptStage::report_outside_blocks() {
+  if (!grad_ready_) return;
+  // Blocks are contiguous and in order; the embeddings sit before them, the head after.
+  const int64_t begin = w_.blocks.front().begin, end = w_.blocks.back().end;
+  if (begin > 0) grad_ready_(0, begin);
+  if (end < layout_.total()) grad_ready_(end, layout_.total() - end);
 }
 
 MoeTotals GptStage::take_moe_totals() {

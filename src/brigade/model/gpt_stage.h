@@ -142,6 +142,13 @@ class GptStage : public PipelineStage {
   // as Gpt::forward computes it on the whole batch. Not copied: must outlive the step.
   void set_batch(const int32_t* tokens, const int32_t* targets, int micro_batches);
 
+  // Called during the step's last backward (micro-batch m - 1) with each range of grads() that
+  // no later computation of the step changes: a block once its weight gradients are done (in B,
+  // or in W with a split backward), the embeddings and the head at the end of B. Together the
+  // calls cover grads() once per step, so data parallelism can average a range while earlier
+  // blocks, and the rest of the pipeline, still compute. null removes it.
+  void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
+
   // forward returns mb's contribution to the step's loss: its cross-entropy share on the last
   // stage, plus this stage's MoE terms / micro-batches on any stage with MoE blocks.
   // Activations entering / leaving: this rank's rows of the residual stream (B T, C), or
@@ -164,6 +171,9 @@ class GptStage : public PipelineStage {
   void place_weight_grads();
   BlockWeightGrads weight_grads_at(float* saved, int j) const;
   BlockWeightInputs weight_inputs_at(const float* saved, int j) const;
+  // The grad-ready reports: block j's range; every range outside the blocks.
+  void report_block(int j);
+  void report_outside_blocks();
 
   GptStageConfig config_;
   TpContext tp_;
@@ -198,6 +208,8 @@ class GptStage : public PipelineStage {
   float inv_valid_ = 0.0f;  // 1 / valid targets of the global batch
   int micro_batches_ = 1;   // of the step (set_batch)
   float aux_share_ = 0.0f;  // the MoE part of the last forward's return
+  GradReadyHook grad_ready_;
+  int backward_inputs_ = 0, backward_weights_ = 0;  // of the step so far (set_batch resets)
 
   std::vector<ParamGroup> expert_ranges_, dense_ranges_;
   std::unique_ptr<StageMoeLayers> moe_;  // null for a dense model

@@ -32,7 +32,7 @@ void DataParallel::arm() {
 }
 
 void DataParallel::on_grad_ready(int64_t offset, int64_t count) {
-  if (!armed_) return;  // an accumulation micro-step: gradients stay local
+  if (!armed_ || !options_.overlap) return;  // accumulation micro-steps: gradients stay local
   tracker_.mark_ready(offset, count, [this](size_t bucket) { launch(bucket); });
 }
 

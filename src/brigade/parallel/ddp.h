@@ -23,6 +23,8 @@ struct DdpOptions {
   // train.freeze: gradients of these ranges are not reduced (they are left as backward wrote
   // them, for the strategy to zero) (parallel/grad_buckets.h).
   TrainableMask frozen = {};
+  // Launch each bucket as backward finishes it; false: every bucket in finish().
+  bool overlap = true;
 };
 
 class DataParallel {

@@ -23,10 +23,11 @@ class DdpStrategy : public DpStrategy {
         optimizer_(make_optimizer(optimizer_config, model.layout(), 0, model.num_params())),
         frozen_(model.layout(), optimizer_config.freeze) {
     if (dp_) {
-      ddp_ = std::make_unique<DataParallel>(
-          *dp_, model_,
-          DdpOptions{
-              .bucket_elems = options.bucket_elems, .wire = options.wire, .frozen = frozen_});
+      ddp_ = std::make_unique<DataParallel>(*dp_, model_,
+                                            DdpOptions{.bucket_elems = options.bucket_elems,
+                                                       .wire = options.wire,
+                                                       .frozen = frozen_,
+                                                       .overlap = options.overlap});
     }
   }
 

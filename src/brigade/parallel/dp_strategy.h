@@ -35,6 +35,8 @@ struct DpOptions {
   // largest parameter group, beyond which a prefetch waits (parallel/sharded_params.h). 2: no
   // more than forward holds; infinity: prefetch on every hint, 3 groups at the backward peak.
   double gather_budget_groups = 2.0;
+  // DDP / ZeRO-1: reduce gradient buckets while backward runs (false: after it).
+  bool overlap = true;
 };
 
 // One piece of a rank's training state in a sharded checkpoint, and where its elements live

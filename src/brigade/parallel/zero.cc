@@ -30,9 +30,11 @@ ZeroStrategy::ZeroStrategy(Communicator& dp, Model& model, const OptimizerConfig
   optimizer_ = make_optimizer(optimizer_config, model_.layout(), own_.begin, own_.end);
   frozen_ = TrainableMask(model_.layout(), optimizer_config.freeze);
   if (stage_ == 1) {
-    ddp_ = std::make_unique<DataParallel>(
-        dp_, model_,
-        DdpOptions{.bucket_elems = options.bucket_elems, .wire = options.wire, .frozen = frozen_});
+    ddp_ = std::make_unique<DataParallel>(dp_, model_,
+                                          DdpOptions{.bucket_elems = options.bucket_elems,
+                                                     .wire = options.wire,
+                                                     .frozen = frozen_,
+                                                     .overlap = options.overlap});
   } else {
     // A reduce-scatter bucket is received as one row per rank: buckets of bucket_elems / N keep
     // each receive buffer at bucket_elems, and the same goes for the all-gather chunks below.

@@ -100,6 +100,7 @@ std::vector<Field> fields(Config& c) {
       {"parallel", "pp", &c.parallel.pp},
       {"parallel", "ep", &c.parallel.ep},
       {"parallel", "sequence_parallel", &c.parallel.sequence_parallel},
+      {"parallel", "overlap_grad_reduce", &c.parallel.overlap_grad_reduce},
       {"parallel", "schedule", &c.parallel.schedule},
       {"parallel", "virtual_stages", &c.parallel.virtual_stages},
       {"parallel", "layer_split", &c.parallel.layer_split},

@@ -127,8 +127,11 @@ struct ParallelConfig {
   // multiple of ep. ep > 1 runs on the model-parallel path (with any tp = 1, pp).
   int64_t ep = 1;
   bool sequence_parallel = false;  // tp > 1: layernorm/residual on sequence shards
-  std::string schedule = "1f1b";   // "1f1b" | "gpipe" | "interleaved" | "zb-h1"
-  int64_t virtual_stages = 1;      // interleaved: chunks per pipeline rank
+  // Average gradient buckets over the replicas while backward runs (DDP, ZeRO-1, and the dp
+  // axis of tp/pp); false: after it, all at once (to measure what the overlap hides).
+  bool overlap_grad_reduce = true;
+  std::string schedule = "1f1b";  // "1f1b" | "gpipe" | "interleaved" | "zb-h1"
+  int64_t virtual_stages = 1;     // interleaved: chunks per pipeline rank
   std::vector<int64_t> layer_split =
       {};  // blocks per stage (pp * virtual_stages entries); [] = balanced
 };

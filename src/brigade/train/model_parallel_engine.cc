@@ -9,19 +9,22 @@
 //      tp collectives inside each stage and the ep all-to-alls inside each MoE block; a stage's
 //      loss is its part of the mean over the replica's batch (the cross-entropy on the last,
 //      each MoE block's aux term where the block is);
-//   3. the tied wte's two copies summed over the embedding group (tied_embedding.h);
-//   4. gradients averaged chunk by chunk (bucketed all-reduces): expert tensors over dp (the
-//      ranks holding the same experts), everything else over dp x ep (stage_grad_sync.h);
+//   3. gradients averaged chunk by chunk (bucketed all-reduces of parallel.bucket_mb): expert
+//      tensors over dp (the ranks holding the same experts), everything else over dp x ep;
+//      each bucket starts as soon as the stage's last backward of the step has finished it
+//      (chunk_grad_average.h), so it overlaps the rest of the pipeline's backward
+//      (parallel.overlap_grad_reduce = false: all after the schedule, stage_grad_sync.h);
+//   4. the tied wte's two copies summed over the embedding group (tied_embedding.h);
 //   5. the global gradient norm: each chunk's tp-aware sum of squares (the tied copy counted
 //      once, expert squares summed over ep), summed over the pp axis; the loss summed over pp
 //      and averaged over the replicas. Clipping and the optimizer on each chunk (per-tensor
 //      weight decay from the chunk's layout) follow when the loop decides to apply the update.
 //      With parallel.zero = 1 (ep = 1) each dp rank steps, and keeps optimizer state for, only
 //      its own whole tensors of the chunk, then the chunk is all-gathered over dp
-//      (dp_shard_update.h). With parallel.zero = 2 step 4 is a reduce-scatter over dp instead
+//      (dp_shard_update.h). With parallel.zero = 2 step 3 is a reduce-scatter over dp instead
 //      (each rank receives its own tensors' average) and step 5 sums the ranks' squares over dp.
 // With a low-communication sync.method (DiLoCo, streaming DiLoCo, DeMo, PowerSGD, sign/top-k
-// with error feedback) step 4 does not run: each chunk has a ReplicaSync (sync/replica_sync.h)
+// with error feedback) step 3 does not run: each chunk has a ReplicaSync (sync/replica_sync.h)
 // over the replicas of its (pp, tp) position, which steps the chunk's tensors but the tied wte
 // copy and exchanges with the other replicas as the method says; the tied copy then takes the
 // first stage's wte (tied_embedding.h), and step 5 averages the replicas' squared norms, as
@@ -49,6 +52,7 @@
 #include "brigade/monitor/timer.h"
 #include "brigade/optim/optimizer.h"
 #include "brigade/optim/trainable_mask.h"
+#include "brigade/parallel/chunk_grad_average.h"
 #include "brigade/parallel/dp_shard_update.h"
 #include "brigade/parallel/expert/stage_grad_sync.h"
 #include "brigade/parallel/pipeline/executor.h"
@@ -68,8 +72,12 @@ namespace {
 // Tags of the forward-only evaluation pass, above every training tag (schedule.h uses
 // activation_tag / gradient_tag below 2^24 for any realistic m and stage count).
 constexpr uint32_t kEvalTagBase = 1u << 30;
-// Floats per gradient all-reduce over dp: big enough to amortise, small enough to pipeline.
-constexpr int64_t kDpBucketFloats = 1 << 18;
+// Floats per gradient all-reduce over dp (parallel.bucket_mb): big enough to amortise, small
+// enough to overlap backward.
+int64_t dp_bucket_floats(const ParallelConfig& parallel) {
+  return std::max<int64_t>(
+      1, static_cast<int64_t>(parallel.bucket_mb * (1 << 20) / static_cast<double>(sizeof(float))));
+}
 
 // The chunk's layout without the tied copy of wte (the last tensor of a last stage that is not
 // also the first), for the global norm, where wte must count once.
@@ -201,7 +209,11 @@ class ModelParallelEngine final : public TrainEngine {
   std::vector<ParamLayout> owned_norm_layouts_;          // ZeRO-2: each norm layout's owned tensors
   std::vector<std::unique_ptr<DpShardUpdate>> updates_;  // per chunk, when replicas all-reduce
   std::vector<std::unique_ptr<ReplicaSync>> replica_syncs_;  // per chunk, low-communication sync
-  Traffic formula_total_;  // replica sync: dp bytes by formula over this invocation's steps
+  // Per chunk, the dp average of DDP and ZeRO-1 (overlapping backward unless
+  // parallel.overlap_grad_reduce = false); empty for ZeRO-2, replica sync and one replica.
+  std::vector<std::unique_ptr<ChunkGradAverage>> averages_;
+  double exposed_comm_s_ = 0;  // this step's wait for the dp gradient average
+  Traffic formula_total_;      // replica sync: dp bytes by formula over this invocation's steps
   std::unique_ptr<PipelineExecutor> executor_;
   double last_bubble_ = 0;
 };
@@ -289,6 +301,11 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
     }
     updates_.push_back(
         std::make_unique<DpShardUpdate>(opt, c.layout(), zero_ > 0 ? dp_ : nullptr, zero_ == 2));
+    if (replicas_ > 1 && zero_ < 2) {
+      averages_.push_back(std::make_unique<ChunkGradAverage>(c, *dp_, *replicas_comm_,
+                                                             dp_bucket_floats(config_.parallel),
+                                                             config_.parallel.overlap_grad_reduce));
+    }
     if (zero_ == 2)
       owned_norm_layouts_.push_back(updates_.back()->owned_part(norm_layouts_.back()));
   }
@@ -316,7 +333,6 @@ StepGradients ModelParallelEngine::compute_gradients(int64_t step) {
   fill_step_batch(step);
   times.data_s = data.seconds();
   for (GptStage& c : chunks_) c.zero_grads();
-  const StepStats stats = executor_->run_step();
   // Masked targets (instruction data): a stage normalises by its replica's own valid targets, so
   // weight the replica by its share of the global batch's before the averages over replicas
   // (train/micro_batch_weights.h); ep = 1 here (config validation), so every gradient of this
@@ -327,20 +343,28 @@ StepGradients ModelParallelEngine::compute_gradients(int64_t step) {
                                micro_weights_.data());
     replica_weight = 0.0f;
     for (float w : micro_weights_) replica_weight += w;
-    scale_grads(replica_weight);
   }
+  // Overlapped averages scale each bucket by the weight right before its all-reduce.
+  for (auto& average : averages_) average->arm(replica_weight);
+  const StepStats stats = executor_->run_step();
+  if (averages_.empty() && replica_weight != 1.0f) scale_grads(replica_weight);
   last_bubble_ = stats.bubble();
   times.compute_s = stats.busy_s;
   times.bubble_s = stats.idle_s();
-  Stopwatch comm;  // the tied-embedding sum, the dp averages and the scalar all-reduces
-  sum_tied_embedding_grads(embedding_.get(), chunk_ptrs_);
+  Stopwatch comm;  // the dp averages' wait, the tied-embedding sum and the scalar all-reduces
+  // What the overlapped averages did not hide (ZeRO-2: its reduce-scatter, after backward).
   // Low-communication methods keep each replica's gradient on its replica.
-  for (size_t c = 0; c < chunks_.size() && replica_syncs_.empty(); ++c) {
-    if (zero_ == 2) {
+  exposed_comm_s_ = 0;
+  for (auto& average : averages_) exposed_comm_s_ += average->finish();
+  // The tied copies' sum and the dp average are both sums, so either order gives the result up
+  // to rounding: after the overlapped averages (which read the stage's own gradient as backward
+  // left it), before ZeRO-2's reduce-scatter (after which a rank holds only its own tensors).
+  sum_tied_embedding_grads(embedding_.get(), chunk_ptrs_);
+  if (zero_ == 2) {
+    Stopwatch reduce_scatter;
+    for (size_t c = 0; c < chunks_.size(); ++c)
       updates_[c]->reduce_scatter_grads(chunks_[c].grads());
-    } else {
-      average_stage_grads(chunks_[c], *dp_, *replicas_comm_, kDpBucketFloats);
-    }
+    exposed_comm_s_ = reduce_scatter.seconds();
   }
   // Frozen tensors (train.freeze; both wte copies alike) take no part in the norm or the update.
   for (size_t c = 0; c < chunks_.size(); ++c) {
@@ -512,6 +536,7 @@ MoeTotals ModelParallelEngine::pipeline_moe_totals(bool run) {
 void ModelParallelEngine::add_step_metrics(nlohmann::json& rec, bool applied, int64_t updates,
                                            bool last, const Traffic&) {
   rec["pipeline_bubble"] = last_bubble_;
+  if (replicas_ > 1) rec["comm_exposed_ms"] = exposed_comm_s_ * 1e3;
   if (!replica_syncs_.empty()) {
     // This rank's dp bytes by formula: the loss and norm all-reduce, each chunk's exchange, and
     // on the last step the final sync of replicas that drift (DiLoCo).

@@ -211,7 +211,8 @@ std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicato
                                       .bucket_elems = std::max<int64_t>(
                                           1, static_cast<int64_t>(config.parallel.bucket_mb *
                                                                   (1 << 20) / sizeof(float))),
-                                      .wire = wire == "bf16" ? WireDtype::kBF16 : WireDtype::kF32});
+                                      .wire = wire == "bf16" ? WireDtype::kBF16 : WireDtype::kF32,
+                                      .overlap = config.parallel.overlap_grad_reduce});
   }
   return make_replica_sync(config, *dp, SyncedParams::of(model), std::move(store), std::move(log));
 }

@@ -9,26 +9,6 @@
 
 namespace brigade {
 
-namespace {
-
-void average_ranges(float* grads, const std::vector<ParamGroup>& ranges, Communicator& comm,
-                    int64_t bucket_floats) {
-  if (comm.size() == 1) return;
-  for (const ParamGroup& r : ranges) {
-    for (int64_t at = r.begin; at < r.end; at += bucket_floats)
-      comm.all_reduce(grads + at, std::min(bucket_floats, r.end - at), ReduceOp::kAvg);
-  }
-}
-
-}  // namespace
-
-void average_stage_grads(GptStage& stage, Communicator& dp, Communicator& replicas,
-                         int64_t bucket_floats) {
-  BRIGADE_CHECK(bucket_floats > 0) << "bucket_floats " << bucket_floats;
-  average_ranges(stage.grads(), stage.expert_ranges(), dp, bucket_floats);
-  average_ranges(stage.grads(), stage.dense_ranges(), replicas, bucket_floats);
-}
-
 double stage_grad_squares(const GptStage& stage, const ParamLayout& norm_layout,
                           const TpContext& tp, Communicator* ep) {
   if (stage.expert_ranges().empty()) return sum_of_squares_full(tp, norm_layout, stage.grads());
