@@ -8,9 +8,9 @@
 #   scripts/wan/run.sh --measure [options]
 #
 # Topology: host h lives in namespace <prefix>-h with address 10.200.0.(h+1)/24 on eth0; its
-# veth peer h<h> is a port of bridge br0 in <prefix>-hub. A host holds --per-host ranks (rank r
-# on host r / per-host; one by default), which reach each other over the namespace's loopback,
-# unshaped, as the processes of one machine do. Shaping is on egress at both ends of
+# veth peer h<h> is a port of bridge br0 in <prefix>-hub. A host holds --per-host ranks (one by
+# default; rank r on host r / per-host, or r mod hosts with --distribution cyclic), which reach
+# each other over the namespace's loopback, unshaped, as the processes of one machine do. Shaping is on egress at both ends of
 # each veth (eth0: the rank's upload; h<r>: its download), so each rank has a --rate link in
 # each direction, like a host on an access line. netem (delay, loss) sits under the tbf where
 # the kernel has sch_netem.
@@ -28,6 +28,9 @@ options:
   --nproc N       ranks (default 2, at most 200)
   --per-host K    ranks per host, i.e. per network namespace and shaped link (default 1; must
                   divide N): ranks of one host talk over its loopback, unshaped
+  --distribution D  block (default: ranks 0..K-1 on host 0, ...) or cyclic (rank r on host
+                  r mod N/K), as Slurm's --distribution; pick the one that puts the ranks of a
+                  model replica on one host (tp fastest in brigade's mesh, pp slowest)
   --rate R        bandwidth of each link direction, tc units: 100mbit (default), 10mbit, 1gbit;
                   "none" leaves the links unshaped
   --delay D       one-way delay added on each rank's upload (netem), e.g. 25ms: RTT = 2 x D.
@@ -58,13 +61,14 @@ die() {
   exit 2
 }
 
-nproc=2 per_host=1 rate=100mbit delay="" loss="" port=29500 binary="${BRIGADE_BINARY:-}" exec_mode=0
+nproc=2 per_host=1 distribution=block rate=100mbit delay="" loss="" port=29500 binary="${BRIGADE_BINARY:-}" exec_mode=0
 run_dir="" rtt_model_ms=50 timeout_s=600 grace_s=5 measure=0 tool="" bytes=16000000 keep=0
 cmd=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --nproc) nproc="${2:-}"; shift 2 ;;
     --per-host) per_host="${2:-}"; shift 2 ;;
+    --distribution) distribution="${2:-}"; shift 2 ;;
     --rate) rate="${2:-}"; shift 2 ;;
     --delay) delay="${2:-}"; shift 2 ;;
     --loss) loss="${2:-}"; shift 2 ;;
@@ -90,6 +94,9 @@ is_uint "$nproc" && [ "$nproc" -ge 1 ] && [ "$nproc" -le 200 ] || die "--nproc m
 is_uint "$per_host" && [ "$per_host" -ge 1 ] && [ $((nproc % per_host)) = 0 ] ||
   die "--per-host must be >= 1 and divide --nproc $nproc, got '$per_host'"
 nhost=$((nproc / per_host))
+[ "$distribution" = block ] || [ "$distribution" = cyclic ] ||
+  die "--distribution must be block or cyclic, got '$distribution'"
+host_of() { if [ "$distribution" = block ]; then echo $(($1 / per_host)); else echo $(($1 % nhost)); fi; }
 is_uint "$port" && [ "$port" -ge 1 ] && [ "$port" -le 65535 ] || die "--port must be 1..65535, got '$port'"
 is_uint "$timeout_s" && [ "$timeout_s" -ge 1 ] || die "--timeout must be a whole number of seconds >= 1"
 is_uint "$grace_s" || die "--grace must be a whole number of seconds"
@@ -308,13 +315,15 @@ if [ "$exec_mode" = 0 ]; then
   [ -x "$binary" ] || die "--binary '$binary' is not executable"
 fi
 for ((r = 0; r < nproc; r++)); do
-  h=$((r / per_host))
+  h=$(host_of "$r")
+  local_rank=$((r / nhost))  # cyclic: the rank's place among its host's
+  [ "$distribution" = block ] && local_rank=$((r % per_host))
   ns=${ns_name[h]}
   argv=("${cmd[@]}")
   [ "$exec_mode" = 0 ] && argv=("$binary" "${cmd[@]}" --set "comm.host=\"${ip_addr[h]}\"")
   (
     exec setsid ip netns exec "$ns" env -u BRIGADE_STORE_DIR RANK=$r WORLD_SIZE=$nproc \
-      LOCAL_RANK=$((r % per_host)) LOCAL_WORLD_SIZE=$per_host MASTER_ADDR="${ip_addr[0]}" \
+      LOCAL_RANK=$local_rank LOCAL_WORLD_SIZE=$per_host MASTER_ADDR="${ip_addr[0]}" \
       MASTER_PORT="$port" BRIGADE_RUN_ID="wan-$id" \
       BRIGADE_STORE_TOKEN="$token" BRIGADE_WAN_IP="${ip_addr[h]}" "${argv[@]}" </dev/null
   ) > >(prefix_lines $r) 2> >(prefix_lines $r >&2) &

@@ -18,7 +18,7 @@
 //    the loss per step and on validation (measured: tp2 1.1e-5, the others at most 3e-6), ten
 //    times the f32 layouts' 1e-5.
 // grad_wire = "bf16" composes: its rounding of the gradients is a second 2^-8 effect, so that run
-// is held to the 4u bound.
+// is held to the 4u bound, on dp 2 and on the dp axis of pp 2 x dp 2.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,6 +80,11 @@ TEST_F(Bf16Runs, Bf16IsWithinItsBoundOfF32AndEveryLayoutEqualsOneProcess) {
       run("bf16wire", 2,
           std::string(kBf16) + "--set train.grad_accum=2 --set parallel.grad_wire='\"bf16\"'");
   EXPECT_LE(max_relative_difference(wire, bf16), 4 * kU);
+  // The same bf16 gradient payload on the dp axis of a pipeline (each chunk's DataParallel).
+  const std::string pp_wire =
+      run("bf16wirepp2", 4,
+          std::string(kBf16) + "--set parallel.pp=2 --set parallel.grad_wire='\"bf16\"'");
+  EXPECT_LE(max_relative_difference(pp_wire, bf16), 4 * kU);
 }
 
 }  // namespace

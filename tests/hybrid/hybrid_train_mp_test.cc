@@ -163,7 +163,7 @@ TEST_F(HybridRuns, StopAndResumeEqualsUninterrupted) {
   expect_losses_close(moved, whole, kLossTol);
 }
 
-// The dp average overlaps the pipeline's backward (parallel/chunk_grad_average.h): each bucket
+// The dp average overlaps the pipeline's backward (DataParallel, parallel/ddp.h): each bucket
 // starts as the stage's last backward of the step finishes it, instead of after the schedule.
 // The buckets and their order are the same either way, so the runs are bitwise equal; a bucket
 // launched before its gradient was final would differ. Every step records the seconds it

@@ -12,7 +12,7 @@
 // The run: a mesh pp x dp x ep, each (dp, ep) rank with its own slice of the data (its B
 // sequences of each micro-batch), experts split over ep, stages driven by the pipeline
 // executor. After the step: the tied wte copies summed over the embedding group, then
-// ChunkGradAverage (parallel/chunk_grad_average.h, after the step here): dense gradients
+// DataParallel (parallel/ddp.h, after the step here): dense gradients
 // averaged over the dp x ep replica group (Mesh::replica_comm), expert gradients over dp.
 // Required:
 //   - every stage starts from the Gpt's initialisation of its tensors (by name), and holds only
@@ -42,7 +42,7 @@
 #include "brigade/comm/mesh.h"
 #include "brigade/model/gpt.h"
 #include "brigade/model/gpt_stage.h"
-#include "brigade/parallel/chunk_grad_average.h"
+#include "brigade/parallel/ddp.h"
 #include "brigade/parallel/expert/stage_grad_sync.h"
 #include "brigade/parallel/pipeline/executor.h"
 #include "brigade/parallel/pipeline/layer_partition.h"
@@ -263,8 +263,12 @@ void check_case(const Case& c) {
     // Gradients averaged over their replicas: dense over dp x ep, experts over dp (in small
     // buckets, so that ranges are cut).
     Communicator& dp = mesh.comm(MeshAxis::kDP);
-    ChunkGradAverage average(stage, dp, replicas, 97, /*overlap=*/false);
-    average.arm(1.0f);
+    DataParallel average(replicas, stage,
+                         DdpOptions{.bucket_elems = 97,
+                                    .overlap = false,
+                                    .group = stage.expert_ranges(),
+                                    .group_comm = &dp});
+    average.arm();
     average.finish();
     const float* grads = stage.grads();
     float loss = kept.loss;

@@ -127,8 +127,7 @@ GptStage::GptStage(const GptStageConfig& config, const TpContext& tp, Communicat
   w_.wpe = is_first() ? layout_.at("wpe.weight").offset : -1;
   w_.lnf_w = is_last() ? layout_.at("ln_f.weight").offset : -1;
   w_.lnf_b = is_last() ? layout_.at("ln_f.bias").offset : -1;
-  params_ = FlatBuffer(layout_.total());
-  grads_ = FlatBuffer(layout_.total());
+  allocate_params();
   int64_t covered = 0;  // dense ranges: what the expert ranges leave
   for (const ParamGroup& r : expert_ranges_) {
     if (r.begin > covered) dense_ranges_.push_back({covered, r.begin});
@@ -180,10 +179,6 @@ GptStage::GptStage(const GptStageConfig& config, const TpContext& tp, Communicat
 
 int64_t GptStage::wte_numel() const {
   return has_wte_ ? layout_.at("wte.weight").numel : 0;
-}
-
-void GptStage::zero_grads() {
-  std::fill(grads_.data(), grads_.data() + grads_.size(), 0.0f);
 }
 
 void GptStage::set_batch(const int32_t* tokens, const int32_t* targets, int micro_batches) {
@@ -393,15 +388,14 @@ void GptStage::backward_weight(int /*mb*/, const float* /*input*/, const float* 
 
 void GptStage::report_block(int j) {
   const GptBlockParams& b = w_.blocks[static_cast<size_t>(j)];
-  if (grad_ready_) grad_ready_(b.begin, b.end - b.begin);
+  grad_ready(b.begin, b.end - b.begin);
 }
 
 void GptStage::report_outside_blocks() {
-  if (!grad_ready_) return;
   // Blocks are contiguous and in order; the embeddings sit before them, the head after.
   const int64_t begin = w_.blocks.front().begin, end = w_.blocks.back().end;
-  if (begin > 0) grad_ready_(0, begin);
-  if (end < layout_.total()) grad_ready_(end, layout_.total() - end);
+  if (begin > 0) grad_ready(0, begin);
+  if (end < layout_.total()) grad_ready(end, layout_.total() - end);
 }
 
 MoeTotals GptStage::take_moe_totals() {

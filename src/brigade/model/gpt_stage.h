@@ -84,7 +84,8 @@ struct GptStageConfig {
 // balance_layers() (parallel/pipeline/layer_partition.h).
 std::vector<int64_t> gpt_layer_params(const GptConfig& config);
 
-class GptStage : public PipelineStage {
+// Its flat parameter space is FlatParams', as a whole Model's: strategies run on either.
+class GptStage : public PipelineStage, public FlatParams {
  public:
   // Throws ConfigError for a bad model config, an empty or out-of-range block range, a
   // micro-batch < 1, or a tp degree the model cannot be cut into (gpt_layout.h). With sequence
@@ -98,16 +99,7 @@ class GptStage : public PipelineStage {
   bool is_first() const { return config_.first_layer == 0; }
   bool is_last() const { return config_.end_layer == config_.model.n_layer; }
 
-  // This stage's tensors (names, this rank's shard shapes, offsets in params()/grads()).
-  const ParamLayout& layout() const { return layout_; }
-  float* params() { return params_.data(); }
-  const float* params() const { return params_.data(); }
-  float* grads() { return grads_.data(); }
-  const float* grads() const { return grads_.data(); }
-  int64_t num_params() const { return layout_.total(); }
-  void initialize(uint64_t seed) { layout_.initialize(params_.data(), seed); }
-  // Backward accumulates (+=): zero once per step.
-  void zero_grads();
+  // layout(): this stage's tensors (names, this rank's shard shapes, offsets in params()).
 
   // The tied embedding: wte's offset in params()/grads(), -1 when the stage has none (neither
   // first nor last). A last stage that is not also the first holds the tied copy: count it out
@@ -142,12 +134,12 @@ class GptStage : public PipelineStage {
   // as Gpt::forward computes it on the whole batch. Not copied: must outlive the step.
   void set_batch(const int32_t* tokens, const int32_t* targets, int micro_batches);
 
-  // Called during the step's last backward (micro-batch m - 1) with each range of grads() that
-  // no later computation of the step changes: a block once its weight gradients are done (in B,
-  // or in W with a split backward), the embeddings and the head at the end of B. Together the
-  // calls cover grads() once per step, so data parallelism can average a range while earlier
-  // blocks, and the rest of the pipeline, still compute. null removes it.
-  void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
+  // The grad-ready hook (FlatParams::set_grad_ready_hook) is called during the step's last
+  // backward (micro-batch m - 1) with each range of grads() that no later computation of the
+  // step changes: a block once its weight gradients are done (in B, or in W with a split
+  // backward), the embeddings and the head at the end of B. Together the calls cover grads()
+  // once per step, so data parallelism can average a range while earlier blocks, and the rest
+  // of the pipeline, still compute.
 
   // forward returns mb's contribution to the step's loss: its cross-entropy share on the last
   // stage, plus this stage's MoE terms / micro-batches on any stage with MoE blocks.
@@ -182,9 +174,7 @@ class GptStage : public PipelineStage {
   int64_t rows_ = 0, C_ = 0;
   bool has_wte_ = false;
 
-  ParamLayout layout_;
   GptParams w_;  // offsets into params_; blocks[j] is block first_layer + j
-  FlatBuffer params_, grads_;
 
   int64_t encoded_at_ = -1;  // saved: the embedding output (rows,C), first stage only
   int64_t blocks_at_ = 0;    // saved: block j's activations at blocks_at_ + j * block_floats_
@@ -208,7 +198,6 @@ class GptStage : public PipelineStage {
   float inv_valid_ = 0.0f;  // 1 / valid targets of the global batch
   int micro_batches_ = 1;   // of the step (set_batch)
   float aux_share_ = 0.0f;  // the MoE part of the last forward's return
-  GradReadyHook grad_ready_;
   int backward_inputs_ = 0, backward_weights_ = 0;  // of the step so far (set_batch resets)
 
   std::vector<ParamGroup> expert_ranges_, dense_ranges_;

@@ -7,16 +7,13 @@
 
 #include "brigade/model/batch.h"
 #include "brigade/model/flat_buffer.h"
+#include "brigade/model/flat_params.h"
 #include "brigade/model/moe/moe_totals.h"
 #include "brigade/tensor/param_spec.h"
 
 namespace brigade {
 
 class OpProfiler;  // monitor/op_profiler.h
-
-// Called by backward when grads [offset, offset + count) are final for this backward pass,
-// so data parallelism can start reducing them while earlier layers still compute.
-using GradReadyHook = std::function<void(int64_t offset, int64_t count)>;
 
 // A layer group: a flat range [begin, end) whose parameters forward and backward read together
 // (GPT: the embeddings, each block, ln_f). Groups are disjoint and listed in flat order.
@@ -40,22 +37,10 @@ class ParamGatherer {
   virtual void release(int group) = 0;
 };
 
-class Model {
+// The flat parameter space (layout, params, grads, grad-ready hook) is FlatParams'; a Model adds
+// the whole model's forward and backward on a batch.
+class Model : public FlatParams {
  public:
-  virtual ~Model() = default;
-
-  const ParamLayout& layout() const { return layout_; }
-  // params() and grads() hold num_params() elements (padded_size() with the zero tail that
-  // pad_flat_buffers() adds) and start on a page boundary.
-  float* params() { return params_.data(); }
-  const float* params() const { return params_.data(); }
-  float* grads() { return grads_.data(); }
-  const float* grads() const { return grads_.data(); }
-  int64_t num_params() const { return layout_.total(); }
-
-  void zero_grads();
-  void initialize(uint64_t seed) { layout_.initialize(params_.data(), seed); }
-
   // Grows params and grads to padded >= num_params() elements (the tail stays zero and is never
   // read by forward or backward), so sharded data parallelism can cut equal shards.
   void pad_flat_buffers(int64_t padded);
@@ -99,18 +84,11 @@ class Model {
   // Number of floating-point operations of forward + backward for one example, for MFU.
   virtual double flops_per_example() const = 0;
 
-  void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
-
   // Times every kernel call of forward and backward into profiler (per op kind); null turns
   // timing off. The profiler must outlive the model or be detached first.
   void set_profiler(OpProfiler* profiler) { profiler_ = profiler; }
 
  protected:
-  // Subclasses fill layout_ in their constructor, then call this.
-  void allocate_params();
-  void grad_ready(int64_t offset, int64_t count) {
-    if (grad_ready_) grad_ready_(offset, count);
-  }
   // ParamGatherer calls; no-ops without a gatherer.
   void prefetch_params(int group) {
     if (gatherer_) gatherer_->prefetch(group);
@@ -122,11 +100,7 @@ class Model {
     if (gatherer_) gatherer_->release(group);
   }
 
-  ParamLayout layout_;
   std::vector<ParamGroup> param_groups_;  // subclasses that call the gatherer fill it
-  FlatBuffer params_;
-  FlatBuffer grads_;
-  GradReadyHook grad_ready_;
   ParamGatherer* gatherer_ = nullptr;  // not owned; null: every parameter is resident
   OpProfiler* profiler_ = nullptr;     // not owned; null: no timing
 };

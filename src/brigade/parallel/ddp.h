@@ -7,11 +7,18 @@
 // (PyTorch DDP's reducer; Li et al., VLDB 2020). Earlier micro-steps of gradient accumulation
 // only accumulate locally. finish() waits for the last bucket; then every replica holds the
 // same averaged gradient and takes the same optimizer step.
+//
+// It runs on any FlatParams: a whole model (the data-parallel engine) or one pipeline chunk's tp
+// shard (the model-parallel engine, Megatron's overlap_grad_reduce), whose stage reports ranges
+// final during its last backward of the step. A chunk's expert tensors have other replicas than
+// its dense ones (the ranks holding the same experts, dp, against dp x ep): DdpOptions::group
+// lists those ranges and their communicator, and no bucket spans the two.
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "brigade/comm/communicator.h"
+#include "brigade/model/flat_params.h"
 #include "brigade/model/model.h"
 #include "brigade/parallel/grad_buckets.h"
 
@@ -23,14 +30,19 @@ struct DdpOptions {
   // train.freeze: gradients of these ranges are not reduced (they are left as backward wrote
   // them, for the strategy to zero) (parallel/grad_buckets.h).
   TrainableMask frozen = {};
-  // Launch each bucket as backward finishes it; false: every bucket in finish().
+  // Launch each bucket as backward finishes it; false: every bucket in finish() (the same
+  // buckets in the same order, so the same result bit for bit).
   bool overlap = true;
+  // Ranges averaged over group_comm instead of dp (a chunk's expert tensors); none by default.
+  std::vector<ParamGroup> group = {};
+  Communicator* group_comm = nullptr;
 };
 
 class DataParallel {
  public:
-  // Installs a grad-ready hook on model; dp is the communicator of this rank's dp group.
-  DataParallel(Communicator& dp, Model& model, DdpOptions options);
+  // Installs a grad-ready hook on params; dp is the communicator of this rank's replicas. A
+  // communicator of one rank is left out (its average is the gradient itself).
+  DataParallel(Communicator& dp, FlatParams& params, DdpOptions options);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -38,9 +50,10 @@ class DataParallel {
   // Makes every replica's parameters equal to dp rank 0's.
   void broadcast_parameters();
 
-  // Call before the backward whose gradients are to be reduced (the last micro-step):
-  // buckets are launched as that backward finishes them.
-  void arm();
+  // Call before the backward whose gradients are to be reduced (the last micro-step): buckets
+  // are launched as that backward finishes them. Each bucket is multiplied by scale right before
+  // it is sent (a replica's share of a masked batch, which must weigh before the average).
+  void arm(float scale = 1.0f);
 
   // Waits until every bucket is reduced (launching any that backward did not finish).
   // Returns the seconds spent waiting here: communication not hidden behind backward.
@@ -53,11 +66,13 @@ class DataParallel {
   void launch(size_t bucket);
 
   Communicator& dp_;
-  Model& model_;
+  FlatParams& params_;
   DdpOptions options_;
   BucketTracker tracker_;
+  std::vector<Communicator*> comm_;  // per bucket: dp, or group_comm for the group's ranges
   std::vector<std::unique_ptr<Work>> in_flight_;
   std::vector<bool> launched_;
+  float scale_ = 1.0f;
   bool armed_ = false;
 };
 

@@ -96,11 +96,11 @@ std::vector<StatePiece> flat_range_pieces(const ParamLayout& layout, const std::
   return out;
 }
 
-std::vector<StatePiece> whole_param_pieces(Model& model) {
+std::vector<StatePiece> whole_param_pieces(FlatParams& model) {
   return flat_range_pieces(model.layout(), "", model.params(), 0, 0, model.num_params());
 }
 
-std::vector<StatePiece> param_range_pieces(Model& model, int64_t begin, int64_t end) {
+std::vector<StatePiece> param_range_pieces(FlatParams& model, int64_t begin, int64_t end) {
   return flat_range_pieces(model.layout(), "", model.params(), 0, begin, end);
 }
 

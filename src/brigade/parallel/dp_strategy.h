@@ -53,10 +53,10 @@ std::vector<StatePiece> flat_range_pieces(const ParamLayout& layout, const std::
                                           float* data, int64_t data_begin, int64_t begin,
                                           int64_t end);
 // Every parameter of model whole, under its name (replicated layouts).
-std::vector<StatePiece> whole_param_pieces(Model& model);
+std::vector<StatePiece> whole_param_pieces(FlatParams& model);
 // The part of each parameter that lies in the flat range [begin, end), as a flat range of that
 // parameter (ZeRO-3's own shard).
-std::vector<StatePiece> param_range_pieces(Model& model, int64_t begin, int64_t end);
+std::vector<StatePiece> param_range_pieces(FlatParams& model, int64_t begin, int64_t end);
 // Each optimizer state buffer over [begin, end) (clipped to the optimizer's range; padding past
 // the last tensor is in no tensor), per tensor: "<buffer>/<tensor>" ("adamw.m/wte.weight").
 std::vector<StatePiece> optimizer_state_pieces(Optimizer& optimizer, const ParamLayout& layout,

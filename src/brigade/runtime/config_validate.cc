@@ -475,9 +475,7 @@ void validate_model_parallel(const ParallelConfig& parallel, const SyncConfig& s
                       "over dp, where expert and dense tensors have different replicas; use "
                       "parallel.ep = 1 or parallel.zero = 0",
                       parallel.ep));
-  require(parallel.grad_wire == "f32", "parallel.grad_wire",
-          fmt::format("\"{}\"", parallel.grad_wire),
-          fmt::format("must be \"f32\" with {}", layout));
+
 }
 
 }  // namespace

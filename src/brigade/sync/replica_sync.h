@@ -55,7 +55,7 @@ struct SyncedParams {
   // shard ("stage1.tp0."); "" for a whole model.
   std::string scope;
 
-  static SyncedParams of(Model& model) {
+  static SyncedParams of(FlatParams& model) {
     return {.layout = &model.layout(), .params = model.params(), .grads = model.grads()};
   }
   int64_t size() const { return layout->total(); }

@@ -12,7 +12,7 @@
 //   3. gradients averaged chunk by chunk (bucketed all-reduces of parallel.bucket_mb): expert
 //      tensors over dp (the ranks holding the same experts), everything else over dp x ep;
 //      each bucket starts as soon as the stage's last backward of the step has finished it
-//      (chunk_grad_average.h), so it overlaps the rest of the pipeline's backward
+//      (DataParallel, parallel/ddp.h), so it overlaps the rest of the pipeline's backward
 //      (parallel.overlap_grad_reduce = false: all after the schedule, stage_grad_sync.h);
 //   4. the tied wte's two copies summed over the embedding group (tied_embedding.h);
 //   5. the global gradient norm: each chunk's tp-aware sum of squares (the tied copy counted
@@ -52,7 +52,7 @@
 #include "brigade/monitor/timer.h"
 #include "brigade/optim/optimizer.h"
 #include "brigade/optim/trainable_mask.h"
-#include "brigade/parallel/chunk_grad_average.h"
+#include "brigade/parallel/ddp.h"
 #include "brigade/parallel/dp_shard_update.h"
 #include "brigade/parallel/expert/stage_grad_sync.h"
 #include "brigade/parallel/pipeline/executor.h"
@@ -211,7 +211,7 @@ class ModelParallelEngine final : public TrainEngine {
   std::vector<std::unique_ptr<ReplicaSync>> replica_syncs_;  // per chunk, low-communication sync
   // Per chunk, the dp average of DDP and ZeRO-1 (overlapping backward unless
   // parallel.overlap_grad_reduce = false); empty for ZeRO-2, replica sync and one replica.
-  std::vector<std::unique_ptr<ChunkGradAverage>> averages_;
+  std::vector<std::unique_ptr<DataParallel>> averages_;
   double exposed_comm_s_ = 0;  // this step's wait for the dp gradient average
   Traffic formula_total_;      // replica sync: dp bytes by formula over this invocation's steps
   std::unique_ptr<PipelineExecutor> executor_;
@@ -302,9 +302,17 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
     updates_.push_back(
         std::make_unique<DpShardUpdate>(opt, c.layout(), zero_ > 0 ? dp_ : nullptr, zero_ == 2));
     if (replicas_ > 1 && zero_ < 2) {
-      averages_.push_back(std::make_unique<ChunkGradAverage>(c, *dp_, *replicas_comm_,
-                                                             dp_bucket_floats(config_.parallel),
-                                                             config_.parallel.overlap_grad_reduce));
+      // Expert tensors average over dp (the ranks holding the same experts), the rest over
+      // the replicas (dp x ep).
+      averages_.push_back(std::make_unique<DataParallel>(
+          *replicas_comm_, c,
+          DdpOptions{.bucket_elems = dp_bucket_floats(config_.parallel),
+                     .wire = resolved_payload(config_.sync, config_.parallel) == "bf16"
+                                 ? WireDtype::kBF16
+                                 : WireDtype::kF32,
+                     .overlap = config_.parallel.overlap_grad_reduce,
+                     .group = c.expert_ranges(),
+                     .group_comm = dp_}));
     }
     if (zero_ == 2)
       owned_norm_layouts_.push_back(updates_.back()->owned_part(norm_layouts_.back()));

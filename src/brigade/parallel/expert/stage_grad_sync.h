@@ -1,6 +1,6 @@
 #pragma once
 // The data-parallel side of expert parallelism for GPT pipeline stages (model/gpt_stage.h): the
-// global norm when "ep is carved out of dp" (the averaging is parallel/chunk_grad_average.h).
+// global norm when "ep is carved out of dp" (the averaging is DataParallel's, parallel/ddp.h).
 // An expert exists on the
 // ranks of the dp axis that share its ep coordinate, every other tensor on all dp x ep ranks,
 // and the stage has already scaled its expert gradients (1 / ep) and router aux gradients (x ep)
