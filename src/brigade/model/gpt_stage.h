@@ -195,9 +195,9 @@ class GptStage : public PipelineStage, public FlatParams {
 
   const int32_t* tokens_ = nullptr;
   const int32_t* targets_ = nullptr;
-  float inv_valid_ = 0.0f;  // 1 / valid targets of the global batch
-  int micro_batches_ = 1;   // of the step (set_batch)
-  float aux_share_ = 0.0f;  // the MoE part of the last forward's return
+  float inv_valid_ = 0.0f;                          // 1 / valid targets of the global batch
+  int micro_batches_ = 1;                           // of the step (set_batch)
+  float aux_share_ = 0.0f;                          // the MoE part of the last forward's return
   int backward_inputs_ = 0, backward_weights_ = 0;  // of the step so far (set_batch resets)
 
   std::vector<ParamGroup> expert_ranges_, dense_ranges_;

@@ -101,8 +101,8 @@ class Model : public FlatParams {
   }
 
   std::vector<ParamGroup> param_groups_;  // subclasses that call the gatherer fill it
-  ParamGatherer* gatherer_ = nullptr;  // not owned; null: every parameter is resident
-  OpProfiler* profiler_ = nullptr;     // not owned; null: no timing
+  ParamGatherer* gatherer_ = nullptr;     // not owned; null: every parameter is resident
+  OpProfiler* profiler_ = nullptr;        // not owned; null: no timing
 };
 
 }  // namespace brigade

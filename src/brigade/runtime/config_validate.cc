@@ -475,7 +475,6 @@ void validate_model_parallel(const ParallelConfig& parallel, const SyncConfig& s
                       "over dp, where expert and dense tensors have different replicas; use "
                       "parallel.ep = 1 or parallel.zero = 0",
                       parallel.ep));
-
 }
 
 }  // namespace
