@@ -121,6 +121,40 @@ TEST_F(HybridSync, TopkOverPipelineReplicasSendsEachChunksShareAndTrains) {
   EXPECT_LE(std::abs(sharded.back() - whole.back()), 0.01 * whole.back());
 }
 
+// Expert parallelism inside a replica: ep 2 x dp 2 is two replicas of two ranks, whose dense
+// tensors are averaged over ep every step and whose experts (each rank its own half) the method
+// syncs over dp with the rank holding the same experts. DiLoCo with one inner SGD step, outer
+// SGD at lr 1 and no momentum is DDP with SGD (the mean of the replicas' SGD steps is the SGD
+// step on the mean gradient), whatever the replicas are made of: held to kLossTol and
+// kWeightTol against DDP on the same ep 2 x dp 2 mesh. Then DiLoCo with H = 2 and AdamW, stopped
+// mid-round and resumed, ends bitwise where the uninterrupted run ends (every rank's experts,
+// local weights and state are in the checkpoint). Dropless routing, no balancing loss.
+TEST_F(HybridSync, DilocoOverExpertParallelReplicas) {
+  const std::string moe =
+      "--set model.n_experts=4 --set model.moe_every=2 --set model.moe_top_k=2 "
+      "--set model.capacity_factor=0 --set model.aux_loss_coef=0 --set parallel.ep=2 "
+      "--set train.grad_accum=2 ";
+  const std::string sgd =
+      "--set train.optimizer=sgd --set train.momentum=0.0 --set train.grad_clip=0.0 "
+      "--set train.lr=0.5 --set train.min_lr=0.05 ";
+  const std::string ddp = run("ddp", 4, moe + sgd);
+  const std::string diloco =
+      run("diloco_h1", 4,
+          moe + sgd +
+              "--set sync.method=diloco --set sync.inner_steps=1 --set sync.outer_lr=1.0 "
+              "--set sync.outer_momentum=0.0");
+  expect_losses_close(diloco, ddp, kLossTol);
+  expect_weights_close(diloco, ddp, kWeightTol, /*dense=*/false);
+  EXPECT_LT(losses(ddp).back(), losses(ddp).front() - 1.0) << "SGD must move the weights";
+
+  const std::string h2 = moe + kDiloco + "--set train.ckpt_every=5 ";
+  const std::string whole = run("h2", 4, h2);
+  run("h2_split", 4, h2 + "--set run.stop_after=5");
+  const std::string split = run("h2_split", 4, h2);
+  EXPECT_EQ(losses(split), losses(whole));
+  expect_weights_close(split, whole, 0.0, /*dense=*/false);
+}
+
 TEST_F(HybridSync, DilocoResumesAcrossLayoutsMidRound) {
   // Stopped at step 5, in the middle of the third DiLoCo round (H = 2 syncs after 2, 4, 6,
   // ...): the replicas' local weights, inner AdamW state and theta_global all live in the

@@ -39,8 +39,6 @@ DataParallel::DataParallel(Communicator& dp, FlatParams& params, DdpOptions opti
       options_(std::move(options)),
       tracker_(plan_buckets(params.num_params(), options_)),
       launched_(tracker_.buckets().size(), false) {
-  BRIGADE_CHECK(options_.group.empty() || options_.group_comm != nullptr)
-      << "a range group needs its communicator";
   for (const GradBucket& b : tracker_.buckets())
     comm_.push_back(in_group(options_, b.begin) ? options_.group_comm : &dp_);
   in_flight_.reserve(tracker_.buckets().size());
@@ -74,9 +72,9 @@ void DataParallel::launch(size_t bucket) {
   float* g = params_.grads() + b.begin;
   if (scale_ != 1.0f) std::for_each(g, g + b.size(), [this](float& x) { x *= scale_; });
   launched_[bucket] = true;
-  Communicator& comm = *comm_[bucket];
-  if (comm.size() > 1)
-    in_flight_.push_back(comm.all_reduce_async(g, b.size(), ReduceOp::kAvg, options_.wire));
+  Communicator* comm = comm_[bucket];
+  if (comm != nullptr && comm->size() > 1)
+    in_flight_.push_back(comm->all_reduce_async(g, b.size(), ReduceOp::kAvg, options_.wire));
 }
 
 double DataParallel::finish() {

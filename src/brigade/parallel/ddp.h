@@ -33,7 +33,8 @@ struct DdpOptions {
   // Launch each bucket as backward finishes it; false: every bucket in finish() (the same
   // buckets in the same order, so the same result bit for bit).
   bool overlap = true;
-  // Ranges averaged over group_comm instead of dp (a chunk's expert tensors); none by default.
+  // Ranges averaged over group_comm instead of dp (a chunk's expert tensors), or with
+  // group_comm null left as they are (each rank's own experts); none by default.
   std::vector<ParamGroup> group = {};
   Communicator* group_comm = nullptr;
 };

@@ -447,19 +447,12 @@ void validate_model_parallel(const ParallelConfig& parallel, const SyncConfig& s
                       layout));
   // Every replica sync method runs per pipeline chunk over the dp group (train/
   // model_parallel_engine.cc). Not yet: parameter servers and federations hold whole models;
-  // under ep > 1 dense and expert tensors have different replicas (dp x ep, dp), which one
-  // method instance per chunk does not split; a quorum's decision is per rank, and a replica's
-  // ranks would have to agree on it.
+  // a quorum's decision is per rank, and a replica's ranks would have to agree on it.
   require(sync.method != "ps" && sync.method != "fed", "sync.method", quote(sync.method),
           fmt::format("is not supported with {} yet: parameter servers and federated clients "
                       "hold whole models (use \"ddp\", \"diloco\", \"demo\", \"powersgd\", "
                       "\"signef\" or \"topk\")",
                       layout));
-  require(sync.method == "ddp" || parallel.ep == 1, "sync.method", quote(sync.method),
-          fmt::format("is not supported with parallel.ep = {} yet: expert tensors replicate over "
-                      "dp and dense ones over dp x ep (use sync.method = \"ddp\" or "
-                      "parallel.ep = 1)",
-                      parallel.ep));
   require(sync.quorum == 1.0, "sync.quorum", sync.quorum,
           fmt::format("must be 1 with {}: the ranks of one replica would have to agree on "
                       "which replicas made the quorum (not supported yet)",

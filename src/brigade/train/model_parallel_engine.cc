@@ -148,7 +148,7 @@ class ModelParallelEngine final : public TrainEngine {
             {"tp", layout_.shape.tp}};
   }
   nlohmann::json checkpoint_extra() const override {
-    return {{"sync", sync_record(config_, replicas_)},
+    return {{"sync", sync_record(config_, sync_replicas())},
             {"hybrid",
              {{"pp", layout_.shape.pp},
               {"dp", layout_.shape.dp},
@@ -160,7 +160,7 @@ class ModelParallelEngine final : public TrainEngine {
   // Every layout saves the same per-tensor state (docs/checkpoints.md), so any layout's
   // checkpoint continues here, but for a low-communication method's per-replica state.
   void check_resume(const SavedState& saved, const std::string& dir) const override {
-    check_sync_record(saved.extra, config_, replicas_, dir);
+    check_sync_record(saved.extra, config_, sync_replicas(), dir);
   }
   ParamLayout checkpoint_layout() const override { return whole_layout_; }
   void after_restore(bool resumed) override;
@@ -178,6 +178,9 @@ class ModelParallelEngine final : public TrainEngine {
   // pipeline: the chunks' totals merged, then summed over pp (max for the peak imbalance).
   MoeTotals pipeline_moe_totals(bool run);
   int64_t state_floats();
+  // The replicas the sync method counts: dp x ep for DDP (every one reads its own data); the dp
+  // coordinates for a low-communication method (a replica is its ep, tp and pp groups).
+  int sync_replicas() const { return replica_syncs_.empty() ? replicas_ : layout_.shape.dp; }
   // The whole model's tp = 1 layout (checkpoint names; streaming DiLoCo's fragments).
   static ParamLayout whole_layout(const Config& config);
 
@@ -273,11 +276,13 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
   // Config validation allows zero > 0 only with ep = 1, where dp_ holds the same tensors.
   BRIGADE_CHECK(zero_ <= 2 && (zero_ == 0 || layout_.shape.ep == 1))
       << "ZeRO-" << zero_ << " with ep " << layout_.shape.ep;
-  // Config validation allows a low-communication method only with ep = 1, where the replicas
-  // are the dp group and every tensor of the chunk is replicated over it.
-  const bool replica_sync = config_.sync.method != "ddp" && replicas_ > 1;
-  BRIGADE_CHECK(!replica_sync || layout_.shape.ep == 1)
-      << "replica sync with ep " << layout_.shape.ep;
+  // A low-communication method's replicas are the dp coordinates: with ep > 1 a replica is its
+  // ep group (which routes tokens to each other's experts every step), as it is its tp and pp
+  // groups.
+  const bool replica_sync = config_.sync.method != "ddp" && layout_.shape.dp > 1;
+  const WireDtype wire = resolved_payload(config_.sync, config_.parallel) == "bf16"
+                             ? WireDtype::kBF16
+                             : WireDtype::kF32;
   norm_layouts_.reserve(chunks_.size());
   for (size_t i = 0; i < chunks_.size(); ++i) {
     GptStage& c = chunks_[i];
@@ -290,13 +295,24 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
       // so the layout's address holds.
       const int stage = static_cast<int>(i) * layout_.shape.pp + pp_rank_;
       replica_syncs_.push_back(make_replica_sync(
-          config_, *replicas_comm_,
+          config_, *dp_,
           SyncedParams{.layout = &norm_layouts_.back(),
                        .params = c.params(),
                        .grads = c.grads(),
                        .whole = &whole_layout_,
                        .scope = fmt::format("stage{}.tp{}.", stage, tp_rank_)},
           ctx.group.world_options.store, [this](const std::string& line) { ctx_.log.line(line); }));
+      // Inside a replica of ep ranks the dense tensors are one model, averaged over ep every
+      // step like DDP; each rank's experts are its own (the method syncs them over dp, with the
+      // ranks holding the same experts).
+      if (ep_ != nullptr) {
+        averages_.push_back(std::make_unique<DataParallel>(
+            *ep_, c,
+            DdpOptions{.bucket_elems = dp_bucket_floats(config_.parallel),
+                       .wire = wire,
+                       .overlap = config_.parallel.overlap_grad_reduce,
+                       .group = c.expert_ranges()}));
+      }
       continue;
     }
     updates_.push_back(
@@ -307,9 +323,7 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
       averages_.push_back(std::make_unique<DataParallel>(
           *replicas_comm_, c,
           DdpOptions{.bucket_elems = dp_bucket_floats(config_.parallel),
-                     .wire = resolved_payload(config_.sync, config_.parallel) == "bf16"
-                                 ? WireDtype::kBF16
-                                 : WireDtype::kF32,
+                     .wire = wire,
                      .overlap = config_.parallel.overlap_grad_reduce,
                      .group = c.expert_ranges(),
                      .group_comm = dp_}));
