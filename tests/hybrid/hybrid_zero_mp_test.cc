@@ -81,6 +81,22 @@ TEST_F(HybridRuns, Zero1EqualsZero0AndOneProcess) {
   const std::string tp = run("dp2tp2_z1", 4, "--set parallel.tp=2 --set parallel.zero=1");
   expect_losses_close(tp, ref, kLossTol);
   expect_weights_close(tp, ref, kWeightTol);
+
+  // ep2 x dp2 (MoE): the dp ranks of an ep coordinate hold the same dense tensors and experts,
+  // so ZeRO-1 splits them as it splits a dense chunk; the update is elementwise, so bitwise the
+  // zero = 0 run. Dropless routing, no balancing loss.
+  const std::string moe =
+      "--set model.n_experts=4 --set model.moe_every=2 --set model.moe_top_k=2 "
+      "--set model.capacity_factor=0 --set model.aux_loss_coef=0 --set parallel.ep=2 "
+      "--set train.grad_accum=2 ";
+  const std::string ep_z0 = run("ep2dp2_z0", 4, moe);
+  const std::string ep_z1 = run("ep2dp2_z1", 4, moe + "--set parallel.zero=1");
+  EXPECT_EQ(losses(ep_z1), losses(ep_z0));
+  expect_weights_close(ep_z1, ep_z0, 0.0, /*dense=*/false);
+  const std::vector<int64_t> e0 = state_floats(ep_z0), e1 = state_floats(ep_z1);
+  ASSERT_EQ(e1.size(), 4u);
+  // Ranks: dp * 2 + ep; the two dp ranks of an ep coordinate split its state.
+  for (int ep = 0; ep < 2; ++ep) EXPECT_EQ(e1[ep] + e1[2 + ep], e0[ep]) << "ep " << ep;
 }
 
 TEST_F(HybridRuns, Zero2EqualsOneProcessAndReduceScattersGradients) {
@@ -150,8 +166,8 @@ TEST_F(HybridRuns, ZeroUnsupportedCombinationsRejectedBeforeLaunch) {
   };
   const std::vector<Case> cases = {
       {"--set parallel.pp=2 --set parallel.zero=3", {"parallel.zero = 3", "not supported"}},
-      {"--set model.n_experts=4 --set parallel.ep=2 --set parallel.zero=1",
-       {"parallel.zero = 1", "parallel.ep = 2"}},
+      {"--set model.n_experts=4 --set parallel.ep=2 --set parallel.zero=2",
+       {"parallel.zero = 2", "parallel.ep = 2", "not supported"}},
   };
   for (const Case& c : cases) {
     const std::string cmd = command("bad", 4, c.set);

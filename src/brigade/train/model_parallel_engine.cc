@@ -273,8 +273,9 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
   }
   const OptimizerConfig opt = optimizer_config(config_);
   std::vector<PipelineStage*> stages;
-  // Config validation allows zero > 0 only with ep = 1, where dp_ holds the same tensors.
-  BRIGADE_CHECK(zero_ <= 2 && (zero_ == 0 || layout_.shape.ep == 1))
+  // dp_'s ranks hold the same tensors (dense and experts), so ZeRO-1 shards over it whatever ep;
+  // config validation allows ZeRO-2 only with ep = 1.
+  BRIGADE_CHECK(zero_ <= 2 && (zero_ <= 1 || layout_.shape.ep == 1))
       << "ZeRO-" << zero_ << " with ep " << layout_.shape.ep;
   // A low-communication method's replicas are the dp coordinates: with ep > 1 a replica is its
   // ep group (which routes tokens to each other's experts every step), as it is its tp and pp
