@@ -25,7 +25,7 @@
 #include "brigade/data/instruction_dataset.h"
 #include "brigade/data/jsonl_corpus.h"
 #include "brigade/data/text_corpus.h"
-#include "brigade/train/micro_batch_weights.h"
+#include "brigade/data/micro_batch_weights.h"
 
 namespace {
 

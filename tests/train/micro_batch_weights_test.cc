@@ -4,7 +4,7 @@
 // dp = 1, 2, 4 and grad_accum = 1, 2 with the same global batch; and validation (evaluate over
 // any number of shards) is the mean over the evaluated targets. The plain 1/grad_accum mean
 // of micro-batch means does not (checked, so the weights are what the test tests).
-#include "brigade/train/micro_batch_weights.h"
+#include "brigade/data/micro_batch_weights.h"
 
 #include <gtest/gtest.h>
 

@@ -385,7 +385,7 @@ bool valid_name(const std::string& s) {
 
 // The JSONL field keys: only for data.source = "jsonl"; prompt and response fields together,
 // instead of a text field; instruction data without expert parallelism (its loss weights
-// micro-batches and replicas by their unmasked targets, train/micro_batch_weights.h).
+// micro-batches and replicas by their unmasked targets, data/micro_batch_weights.h).
 void validate_data_fields(const DataConfig& data, const ParallelConfig& parallel,
                           const SyncConfig& sync) {
   const bool instruction = !data.prompt_field.empty() || !data.response_field.empty();

@@ -20,9 +20,9 @@
 #include "brigade/sync/ps/ps_worker.h"
 #include "brigade/sync/replica_sync.h"
 #include "brigade/train/job_check.h"
-#include "brigade/train/micro_batch_weights.h"
+#include "brigade/data/micro_batch_weights.h"
 #include "brigade/train/model_factory.h"
-#include "brigade/train/moe_metrics.h"
+#include "brigade/model/moe/moe_metrics.h"
 #include "brigade/train/sync_strategy.h"
 
 namespace brigade {
@@ -112,7 +112,7 @@ class DpEngine final : public TrainEngine {
     StepBreakdown times;
     sync_->start_step();
     double loss = 0;
-    // Masked targets: micro-batches weighted by their valid targets (train/micro_batch_weights.h),
+    // Masked targets: micro-batches weighted by their valid targets (data/micro_batch_weights.h),
     // the weights summing to accum over the step (so the mean below is unchanged in form).
     const bool masked = ctx_.data.train->masks_targets();
     if (masked) {

@@ -60,9 +60,9 @@
 #include "brigade/parallel/tp_state_pieces.h"
 #include "brigade/sync/lowcomm/common.h"
 #include "brigade/sync/replica_sync.h"
-#include "brigade/train/micro_batch_weights.h"
+#include "brigade/data/micro_batch_weights.h"
 #include "brigade/train/model_factory.h"
-#include "brigade/train/moe_metrics.h"
+#include "brigade/model/moe/moe_metrics.h"
 #include "brigade/train/sync_strategy.h"
 
 namespace brigade {
@@ -358,7 +358,7 @@ StepGradients ModelParallelEngine::compute_gradients(int64_t step) {
   for (GptStage& c : chunks_) c.zero_grads();
   // Masked targets (instruction data): a stage normalises by its replica's own valid targets, so
   // weight the replica by its share of the global batch's before the averages over replicas
-  // (train/micro_batch_weights.h); ep = 1 here (config validation), so every gradient of this
+  // (data/micro_batch_weights.h); ep = 1 here (config validation), so every gradient of this
   // rank comes from this replica's examples alone.
   float replica_weight = 1.0f;
   if (ctx_.data.train->masks_targets()) {

@@ -29,7 +29,7 @@
 #include "brigade/optim/lr_schedule.h"
 #include "brigade/runtime/config_diff.h"
 #include "brigade/runtime/interrupt.h"
-#include "brigade/train/gemm_calibration.h"
+#include "brigade/monitor/gemm_calibration.h"
 #include "brigade/train/model_flops.h"
 #include "brigade/train/straggler_watch.h"
 

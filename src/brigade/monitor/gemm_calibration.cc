@@ -1,4 +1,4 @@
-#include "brigade/train/gemm_calibration.h"
+#include "brigade/monitor/gemm_calibration.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "brigade/train/micro_batch_weights.h"
+#include "brigade/data/micro_batch_weights.h"
 
 namespace brigade {
 
