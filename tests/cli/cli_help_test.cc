@@ -1,5 +1,7 @@
-// The help a user reads is true: every option shows its default, and --set says it takes one
-// KEY=VALUE per use (repeated --set options all apply).
+// The help a user reads is true: every option shows its default (a required one shows none),
+// choices are named as a user types them, train's help points to the key reference and
+// check-config, and --set says it takes one KEY=VALUE per use (repeated --set options all
+// apply).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -27,6 +29,21 @@ TEST(CliHelpTest, OptionsShowTheirDefaults) {
     const std::string help = brigade(std::string(command) + " --help");
     EXPECT_EQ(help.find("=[]"), std::string::npos) << help;  // no empty-list "defaults"
   }
+}
+
+TEST(CliHelpTest, RequiredOptionsShowNoDefaultAndChoicesReadAsTyped) {
+  const std::string launch = brigade("launch --help");
+  EXPECT_NE(launch.find("--nproc_per_node INT REQUIRED"), std::string::npos) << launch;
+  const std::string keygen = brigade("keygen --help");
+  EXPECT_NE(keygen.find("--kind curve|tls (default curve)"), std::string::npos) << keygen;
+  EXPECT_EQ(keygen.find("->"), std::string::npos) << keygen;  // no parser internals
+  const auto bad =
+      run_command(std::string(BRIGADE_BINARY) + " keygen --out /nonexistent/k --kind x", 60);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("x not in {curve,tls}"), std::string::npos) << bad.output;
+  const std::string train = brigade("train --help");
+  EXPECT_NE(train.find("docs/configuration.md"), std::string::npos) << train;
+  EXPECT_NE(train.find("brigade check-config"), std::string::npos) << train;
 }
 
 TEST(CliHelpTest, SetTakesOneValueAndRepeats) {

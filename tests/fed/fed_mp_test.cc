@@ -227,7 +227,7 @@ TEST_F(Federation, AKilledClientLeavesTheRoundsToTheOthers) {
 TEST_F(Federation, AKilledClientIsRestartedAndRejoins) {
   const auto [out, rounds] =
       run_with_a_killed_client(*this, "rejoin", 16, 4000, "--max-restarts 1");
-  EXPECT_NE(out.find("rank 2 was killed by SIGKILL; the other 3 worker(s) go on and it starts "
+  EXPECT_NE(out.find("rank 2 was killed by SIGKILL; the other 3 process(es) go on and it starts "
                      "again (restart 1 of 1)"),
             std::string::npos)
       << out;

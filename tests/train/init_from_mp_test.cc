@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "common/metrics_records.h"
@@ -100,6 +101,14 @@ TEST_F(InitFrom, AMissingSourceOrAnotherShapeIsRefused) {
                                " --set train.init_from=" + dir_ + "/nothing");
   EXPECT_EQ(missing.exit_code, 3) << missing.output;
   EXPECT_NE(missing.output.find("train.init_from"), std::string::npos) << missing.output;
+  // A folder without a checkpoint (a run that saved none): refused before the run folder of
+  // the new run is made, with the same missing-data code.
+  std::filesystem::create_directories(dir_ + "/empty/checkpoints");
+  const auto empty = brigade("train " + config_ + " --set run.out_dir=" + dir_ +
+                             " --set run.name=from-empty --set train.init_from=" + dir_ + "/empty");
+  EXPECT_EQ(empty.exit_code, 3) << empty.output;
+  EXPECT_NE(empty.output.find("holds no checkpoint"), std::string::npos) << empty.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/from-empty")) << "a run folder was made";
   train("small", "--set train.steps=2");
   const auto shape = brigade(
       "train " + config_ + " --set run.out_dir=" + dir_ +

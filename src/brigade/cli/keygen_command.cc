@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <map>
 #include <memory>
 
 #include "brigade/cli/commands.h"
@@ -15,7 +14,7 @@ namespace brigade::cli {
 
 Command add_keygen(CLI::App& app) {
   auto stem = std::make_shared<std::string>();
-  auto kind = std::make_shared<KeyKind>(KeyKind::kCurve);
+  auto kind = std::make_shared<std::string>("curve");
   auto* sub = app.add_subcommand(
       "keygen", "create a key pair for a federated coordinator or client, or a TLS peer");
   sub->add_option("--out", *stem, "NAME: writes NAME.key (secret, mode 0600) and NAME.pub")
@@ -23,13 +22,14 @@ Command add_keygen(CLI::App& app) {
   sub->add_option("--kind", *kind,
                   "curve: a federated coordinator or client (fed.*_key); tls: a peer of "
                   "collectives over TLS (comm.key)")
-      ->transform(CLI::CheckedTransformer(
-          std::map<std::string, KeyKind>{{"curve", KeyKind::kCurve}, {"tls", KeyKind::kTls}}));
+      ->check(CLI::IsMember({"curve", "tls"}))
+      ->option_text("curve|tls (default curve)");
   return [stem, kind]() {
-    const std::string public_key = write_new_key_pair(*stem, *kind);
+    const KeyKind k = *kind == "tls" ? KeyKind::kTls : KeyKind::kCurve;
+    const std::string public_key = write_new_key_pair(*stem, k);
     std::printf("%s\n",
                 fmt::format("wrote {0}.key (secret, 0600) and {0}.pub ({1}): public key {2}", *stem,
-                            key_kind_name(*kind), public_key)
+                            key_kind_name(k), public_key)
                     .c_str());
     return 0;
   };

@@ -114,7 +114,8 @@ Command add_launch(CLI::App& app) {
   LaunchOptions& o = args->options;
   sub->add_option("--nproc,--nproc-per-node,--nproc_per_node", o.nproc,
                   "workers to start on this node")
-      ->required();
+      ->required()
+      ->default_str("");  // required: a default would only mislead
   sub->add_option("--nnodes", args->nnodes,
                   "nodes in the job (each runs its own brigade launch); torchrun's MIN:MAX is "
                   "taken when MIN = MAX")

@@ -87,6 +87,11 @@ Command add_train(CLI::App& app) {
   auto args = std::make_shared<ConfigArgs>();
   auto* sub = app.add_subcommand("train", "train a model from a config");
   add_config_args(sub, *args);
+  sub->footer(
+      "Every config key, its default and the values it allows: docs/configuration.md.\n"
+      "brigade check-config CONFIG [--set ...] [--nproc N] checks a config as train does and "
+      "prints it resolved, without training.\n"
+      "Several processes: brigade launch --nproc N -- train CONFIG [--set ...].");
   return [args]() {
     // Workers are started through /proc/self/exe, which tools would show as "exe".
     name_this_thread("brigade-train");

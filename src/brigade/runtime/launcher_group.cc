@@ -292,13 +292,13 @@ class Supervisor {
     if (used >= o_.max_restarts) {
       launcher_say(
           "rank " + std::to_string(w.rank) + " " + how + "; it leaves the job, the " +
-          std::to_string(running_) + " other worker(s) go on" +
+          std::to_string(running_) + " other process(es) go on" +
           (o_.max_restarts > 0 ? " (its " + std::to_string(used) + " restart(s) are used)" : ""));
       return;
     }
     restarts_of_[w.rank] = used + 1;
     launcher_say("rank " + std::to_string(w.rank) + " " + how + "; the other " +
-                 std::to_string(running_) + " worker(s) go on and it starts again (restart " +
+                 std::to_string(running_) + " process(es) go on and it starts again (restart " +
                  std::to_string(used + 1) + " of " + std::to_string(o_.max_restarts) + ")");
     w.out->flush();
     w.err->flush();

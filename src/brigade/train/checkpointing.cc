@@ -119,6 +119,16 @@ std::optional<SaveResult> TrainingCheckpointer::wait() {
   return async_ ? async_->wait() : std::nullopt;
 }
 
+std::vector<SaveResult> TrainingCheckpointer::poll() {
+  std::vector<SaveResult> done;
+  while (async_) {
+    std::optional<SaveResult> r = async_->poll();
+    if (!r) break;
+    done.push_back(std::move(*r));
+  }
+  return done;
+}
+
 void view_legacy_flat_state(ShardedCheckpointReader& reader, const std::vector<StatePiece>& pieces,
                             const ParamLayout& layout) {
   std::set<std::string> flats;  // "adamw.m" of every missing "adamw.m/<tensor>"

@@ -61,6 +61,9 @@ class TrainingCheckpointer {
   std::vector<SaveResult> save(const SavedState& state);
   // Waits for the save in flight, if any, and returns its result.
   std::optional<SaveResult> wait();
+  // The results of saves that finished since the last call, without blocking (asynchronous
+  // saves; none for synchronous ones, which save() returns).
+  std::vector<SaveResult> poll();
   // The blocking part of the last save() on this rank, in seconds.
   double last_blocking_s() const { return last_blocking_s_; }
 

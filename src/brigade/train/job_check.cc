@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "brigade/base/error.h"
+#include "brigade/ckpt/manifest.h"
 #include "brigade/data/idx_reader.h"
 #include "brigade/data/input_files.h"
 #include "brigade/data/text_corpus.h"
@@ -65,6 +66,23 @@ void require_folder(const std::string& dir, const std::string& what) {
   }
 }
 
+// Whether dir holds a checkpoint to start from, judged by its manifests alone (a step folder, a
+// checkpoints root or a run folder): cheap enough to run before any process starts; the
+// checksums are verified when the checkpoint is read.
+bool holds_a_checkpoint(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(dir / "manifest.json", ec)) return true;
+  const std::filesystem::path root =
+      std::filesystem::is_directory(dir / "checkpoints", ec) ? dir / "checkpoints" : dir;
+  for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
+    if (parse_step_dir_name(entry.path().filename().string()) &&
+        std::filesystem::is_regular_file(entry.path() / "manifest.json", ec)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 void check_data_paths(const Config& config) {
@@ -84,6 +102,12 @@ void check_data_paths(const Config& config) {
     throw IoError(fmt::format(
         "train.init_from = \"{}\": no such folder (give a run folder, its checkpoints folder or "
         "one checkpoint, e.g. runs/NAME or runs/NAME/checkpoints/step_00000600)",
+        init_from));
+  } else if (!init_from.empty() && !holds_a_checkpoint(init_from)) {
+    throw IoError(fmt::format(
+        "train.init_from = \"{}\": the folder holds no checkpoint (no step_*/manifest.json in it "
+        "or in its checkpoints/ folder); a run saves one every train.ckpt_every steps and at its "
+        "end",
         init_from));
   }
   // A federation's clients read their own folders (fed.client_data), on their own hosts.

@@ -46,8 +46,10 @@
 #include "brigade/base/check.h"
 #include "brigade/base/error.h"
 #include "brigade/comm/mesh.h"
+#include "brigade/data/micro_batch_weights.h"
 #include "brigade/model/gpt_layout.h"
 #include "brigade/model/gpt_stage.h"
+#include "brigade/model/moe/moe_metrics.h"
 #include "brigade/model/tp/tp_layout.h"
 #include "brigade/monitor/timer.h"
 #include "brigade/optim/optimizer.h"
@@ -60,9 +62,7 @@
 #include "brigade/parallel/tp_state_pieces.h"
 #include "brigade/sync/lowcomm/common.h"
 #include "brigade/sync/replica_sync.h"
-#include "brigade/data/micro_batch_weights.h"
 #include "brigade/train/model_factory.h"
-#include "brigade/model/moe/moe_metrics.h"
 #include "brigade/train/sync_strategy.h"
 
 namespace brigade {
@@ -266,9 +266,9 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
                                         .first_layer = layout_.stage_bounds[stage],
                                         .end_layer = layout_.stage_bounds[stage + 1],
                                         .micro_batch = B,
-                                        // W would read what recomputation does not keep;
-                                        // LoRA adapters have no split backward.
-                                        .split_backward = !gpt.recompute_blocks && !gpt.lora()},
+                                        // W would read what recomputation does not keep
+                                        // (LoRA adapters split too: dA, dB in W).
+                                        .split_backward = !gpt.recompute_blocks},
                          tp_, ep_);
   }
   const OptimizerConfig opt = optimizer_config(config_);

@@ -20,6 +20,7 @@
 #include "brigade/kernels/cpu/gemm_backend.h"
 #include "brigade/kernels/cpu/kernel_isa.h"
 #include "brigade/monitor/energy.h"
+#include "brigade/monitor/gemm_calibration.h"
 #include "brigade/monitor/metrics.h"
 #include "brigade/monitor/progress.h"
 #include "brigade/monitor/summary_table.h"
@@ -29,7 +30,6 @@
 #include "brigade/optim/lr_schedule.h"
 #include "brigade/runtime/config_diff.h"
 #include "brigade/runtime/interrupt.h"
-#include "brigade/monitor/gemm_calibration.h"
 #include "brigade/train/model_flops.h"
 #include "brigade/train/straggler_watch.h"
 
@@ -573,6 +573,11 @@ int TrainingLoop::run() {
       Stopwatch eval;
       eval_and_record(done, false);
       times.eval_s = eval.seconds();
+    }
+    // An asynchronous save that committed since the last step is logged now, not at the next
+    // checkpoint.
+    if (ckpt_) {
+      for (const SaveResult& r : ckpt_->poll()) report_save(r, false);
     }
     bool save = passes(prev_done, done, t.ckpt_every);
     int64_t save_step = done;
