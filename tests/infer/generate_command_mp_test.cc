@@ -47,9 +47,12 @@ class GenerateCommand : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
     std::vector<nlohmann::json> out;
     std::istringstream in(r.output);
+    // (The output holds stderr's lines too.) A completion is a JSON line as it is, under launch
+    // too: rank 0's stdout is not prefixed.
     for (std::string line; std::getline(in, line);) {
-      const size_t brace = line.find('{');  // "[rank 0] " under launch
-      if (brace != std::string::npos) out.push_back(nlohmann::json::parse(line.substr(brace)));
+      if (line.find("\"completion\"") == std::string::npos) continue;
+      EXPECT_EQ(line.front(), '{') << "not a JSON line: " << line;
+      out.push_back(nlohmann::json::parse(line.substr(line.find('{'))));
     }
     EXPECT_EQ(out.size(), 8u) << r.output;
     return out;

@@ -144,15 +144,18 @@ class Supervisor {
         throw;
       }
       close_fd(theirs);  // only the worker holds its end now
+      // Rank 0's stdout is the job's data: unprefixed (line_relay.h).
+      const bool prefix_out = rank != 0;
       if (terminal_) {
         // Rank 0's progress line stays live at the bottom; every other line goes above it.
-        w.out = std::make_unique<LineRelay>(rank,
-                                            [this](std::string_view s) { terminal_->line(1, s); });
+        w.out = std::make_unique<LineRelay>(
+            rank, [this](std::string_view s) { terminal_->line(1, s); }, nullptr, prefix_out);
         w.err = std::make_unique<LineRelay>(
             rank, [this](std::string_view s) { terminal_->line(2, s); },
             [this](std::string_view s) { terminal_->live(s); });
       } else {
-        w.out = std::make_unique<LineRelay>(rank, [](std::string_view s) { write_all(1, s); });
+        w.out = std::make_unique<LineRelay>(
+            rank, [](std::string_view s) { write_all(1, s); }, nullptr, prefix_out);
         w.err = std::make_unique<LineRelay>(rank, [](std::string_view s) { write_all(2, s); });
       }
       return w;

@@ -3,8 +3,8 @@
 namespace brigade {
 
 LineRelay::LineRelay(int rank, std::function<void(std::string_view)> sink,
-                     std::function<void(std::string_view)> live)
-    : prefix_("[rank " + std::to_string(rank) + "] "),
+                     std::function<void(std::string_view)> live, bool prefix)
+    : prefix_(prefix ? "[rank " + std::to_string(rank) + "] " : ""),
       sink_(std::move(sink)),
       live_(std::move(live)) {}
 

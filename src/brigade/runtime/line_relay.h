@@ -2,6 +2,9 @@
 // Copies one output stream of a worker to the launcher's own, a line at a time, each line
 // prefixed "[rank R] " so that interleaved output of many workers stays readable. A line that
 // already starts with "[rank " (brigade's own log lines and failed checks) passes unchanged.
+// The launcher relays rank 0's stdout without a prefix: it is the job's data (generate's JSON
+// lines, check-config's TOML), which a pipe must read as the command alone writes it; brigade
+// logs to stderr.
 //
 // Live lines: a worker that draws a progress line in place writes "\r\033[K<text>" again and
 // again without a newline. With a live sink, each such redraw is passed on at once as the new
@@ -21,8 +24,9 @@ class LineRelay {
 
   // `sink` receives whole prefixed lines, each ending in '\n'; `live`, if given, every redraw of
   // a live line (prefixed, no '\n').
+  // prefix = false: lines pass as they are (rank 0's stdout).
   LineRelay(int rank, std::function<void(std::string_view)> sink,
-            std::function<void(std::string_view)> live = nullptr);
+            std::function<void(std::string_view)> live = nullptr, bool prefix = true);
 
   // Takes the next bytes of the stream and relays every line they complete.
   void feed(std::string_view bytes);
