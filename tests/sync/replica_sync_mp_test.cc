@@ -198,7 +198,8 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.name); });
 
 // Replica-local state cannot be re-split: resuming a 2-replica DiLoCo run on 1 process is
-// refused before any training, naming both sizes.
+// refused by the launcher before any worker starts (exit 2), naming both sizes, and the remedy
+// the message gives (a new run from the checkpoint's weights) works as written.
 TEST_F(ReplicaSyncRuns, ResumeOnAnotherProcessCountIsRefused) {
   const std::string common =
       " --set train.steps=10 --set sync.method=diloco --set sync.inner_steps=3";
@@ -207,9 +208,16 @@ TEST_F(ReplicaSyncRuns, ResumeOnAnotherProcessCountIsRefused) {
   std::string cmd = std::string(BRIGADE_BINARY) + " launch --nproc 1 -- train " + config_ +
                     " --set run.out_dir=" + out + common;
   auto r = run_command(cmd, 120);
-  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("sync.method = \"diloco\" on 2 replicas"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("on 1"), std::string::npos) << r.output;
+  const std::string marker = "--set train.init_from=";
+  const size_t at = r.output.find(marker);
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const size_t end = r.output.find_first_of(" \n", at + marker.size());
+  const std::string source = r.output.substr(at + marker.size(), end - at - marker.size());
+  auto remedy = run_command(cmd + " --set run.name=NEW --set train.init_from=" + source, 120);
+  EXPECT_EQ(remedy.exit_code, 0) << remedy.output;
 }
 
 }  // namespace

@@ -463,14 +463,6 @@ void validate_model_parallel(const ParallelConfig& parallel, const SyncConfig& s
           fmt::format("must be 0, 1 or 2 with {}: the model-parallel path supports ZeRO-1/2 on "
                       "the dp axis; ZeRO-3 (sharded parameters) is not supported there",
                       layout));
-  // ZeRO-1 shards the optimizer state over dp, whose ranks hold the same dense tensors and the
-  // same experts. ZeRO-2's reduce-scatter over dp would also have to average the dense part of
-  // each rank's range over ep (not written yet).
-  require(parallel.zero <= 1 || parallel.ep == 1, "parallel.zero", parallel.zero,
-          fmt::format("must be 0 or 1 with parallel.ep = {}: ZeRO-2's gradient reduce-scatter "
-                      "is over dp, and dense gradients also need their average over ep (not "
-                      "supported yet); use parallel.zero = 1 or parallel.ep = 1",
-                      parallel.ep));
 }
 
 }  // namespace

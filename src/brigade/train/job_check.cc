@@ -6,19 +6,53 @@
 #include <system_error>
 
 #include "brigade/base/error.h"
+#include "brigade/base/file_io.h"
 #include "brigade/ckpt/manifest.h"
 #include "brigade/data/idx_reader.h"
 #include "brigade/data/input_files.h"
 #include "brigade/data/text_corpus.h"
 #include "brigade/optim/trainable_mask.h"
+#include "brigade/runtime/run_folder.h"
 #include "brigade/sync/lowcomm/quorum_exchange.h"
 #include "brigade/train/checkpointing.h"
 #include "brigade/train/fed_roles.h"
 #include "brigade/train/hybrid_layout.h"
 #include "brigade/train/model_factory.h"
 #include "brigade/train/ps_roles.h"
+#include "brigade/train/sync_strategy.h"
 
 namespace brigade {
+
+namespace {
+
+// With run.resume = "auto", the run folder's latest checkpoint (its manifest alone, so that the
+// check costs nothing before processes start) against the job's sync method and replicas: a
+// low-communication method's per-replica state resumes only the same method on as many
+// replicas (check_sync_record). A folder with no checkpoint, or one whose latest does not
+// parse, is left to the trainer (which falls back to an older one and says so).
+void check_resume_fits(const Config& config, int64_t replicas) {
+  if (config.run.resume != "auto") return;
+  const std::string checkpoints = run_folder_of(config).checkpoints();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(checkpoints + "/latest", ec)) return;
+  nlohmann::json state;
+  std::string dir;
+  try {
+    const std::optional<std::string> name =
+        parse_latest_file_text(read_file(checkpoints + "/latest", 4096));
+    if (!name) return;
+    dir = checkpoints + "/" + *name;
+    const std::string path = dir + "/manifest.json";
+    state = parse_manifest_text(read_file(path), path).state;
+  } catch (const IoError&) {
+    return;
+  } catch (const CheckpointError&) {
+    return;
+  }
+  check_sync_record(state, config, replicas, dir);
+}
+
+}  // namespace
 
 int64_t resolve_dp_degree(const Config& config, int64_t world_size) {
   const int64_t dp = config.parallel.dp == 0 ? world_size : config.parallel.dp;
@@ -37,9 +71,14 @@ void check_world_size(const Config& config, int64_t world_size) {
   } else if (config.sync.method == "fed") {
     federation_clients(config, world);
   } else if (is_model_parallel(config)) {
-    check_outer_quorum(config.sync, resolve_hybrid_layout(config, world_size).shape.dp);
+    // A low-communication method's replicas are the dp coordinates (model_parallel_engine.cc).
+    const int64_t dp = resolve_hybrid_layout(config, world_size).shape.dp;
+    check_outer_quorum(config.sync, dp);
+    check_resume_fits(config, dp);
   } else {
-    check_outer_quorum(config.sync, resolve_dp_degree(config, world_size));
+    const int64_t dp = resolve_dp_degree(config, world_size);
+    check_outer_quorum(config.sync, dp);
+    check_resume_fits(config, dp);
   }
 }
 

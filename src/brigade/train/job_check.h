@@ -14,7 +14,9 @@ int64_t resolve_dp_degree(const Config& config, int64_t world_size);
 
 // Refuses, with a ConfigError printing every factor, a config its world cannot run: the hybrid
 // mesh (train/hybrid_layout.h), parameter servers that leave no worker, a federation without a
-// coordinator and fed.min_clients clients, a parallel.dp that is not the world size.
+// coordinator and fed.min_clients clients, a parallel.dp that is not the world size, a resume
+// (run.resume = "auto") of a low-communication method's checkpoint under another method or
+// number of replicas.
 void check_world_size(const Config& config, int64_t world_size);
 
 // DiLoCo's quorum mode with Krum or Multi-Krum: every outer step must combine more than

@@ -178,6 +178,7 @@ class ModelParallelEngine final : public TrainEngine {
   // pipeline: the chunks' totals merged, then summed over pp (max for the peak imbalance).
   MoeTotals pipeline_moe_totals(bool run);
   int64_t state_floats();
+  void average_own_dense_over_ep(size_t chunk);
   // The replicas the sync method counts: dp x ep for DDP (every one reads its own data); the dp
   // coordinates for a low-communication method (a replica is its ep, tp and pp groups).
   int sync_replicas() const { return replica_syncs_.empty() ? replicas_ : layout_.shape.dp; }
@@ -273,10 +274,9 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
   }
   const OptimizerConfig opt = optimizer_config(config_);
   std::vector<PipelineStage*> stages;
-  // dp_'s ranks hold the same tensors (dense and experts), so ZeRO-1 shards over it whatever ep;
-  // config validation allows ZeRO-2 only with ep = 1.
-  BRIGADE_CHECK(zero_ <= 2 && (zero_ <= 1 || layout_.shape.ep == 1))
-      << "ZeRO-" << zero_ << " with ep " << layout_.shape.ep;
+  // dp_'s ranks hold the same tensors (dense and experts), so ZeRO shards over it whatever ep;
+  // under ZeRO-2 the dense part of each rank's range is then averaged over ep too.
+  BRIGADE_CHECK(zero_ <= 2) << "ZeRO-" << zero_;
   // A low-communication method's replicas are the dp coordinates: with ep > 1 a replica is its
   // ep group (which routes tokens to each other's experts every step), as it is its tp and pp
   // groups.
@@ -385,8 +385,10 @@ StepGradients ModelParallelEngine::compute_gradients(int64_t step) {
   sum_tied_embedding_grads(embedding_.get(), chunk_ptrs_);
   if (zero_ == 2) {
     Stopwatch reduce_scatter;
-    for (size_t c = 0; c < chunks_.size(); ++c)
+    for (size_t c = 0; c < chunks_.size(); ++c) {
       updates_[c]->reduce_scatter_grads(chunks_[c].grads());
+      average_own_dense_over_ep(c);
+    }
     exposed_comm_s_ = reduce_scatter.seconds();
   }
   // Frozen tensors (train.freeze; both wte copies alike) take no part in the norm or the update.
@@ -396,12 +398,12 @@ StepGradients ModelParallelEngine::compute_gradients(int64_t step) {
   // [stage losses, sum of squares]: summed over pp (one all-reduce), then the loss averaged
   // over the replicas (the squares are equal across them after the averages above). A stage's
   // loss is its part of the replica's mean loss: the cross-entropy on the last stage, the MoE
-  // aux terms where MoE blocks are, 0 elsewhere. Under ZeRO-2 (ep = 1) a rank holds the average
-  // of its own tensors only: squares over those (tp-aware), summed over dp.
+  // aux terms where MoE blocks are, 0 elsewhere. Under ZeRO-2 a rank holds the average of its
+  // own tensors only: squares over those (tp-aware, experts summed over ep), summed over dp.
   double squares = 0;
   for (size_t c = 0; c < chunks_.size(); ++c) {
-    squares += zero_ == 2 ? sum_of_squares_full(tp_, owned_norm_layouts_[c],
-                                                chunks_[c].grads() + updates_[c]->begin())
+    squares += zero_ == 2 ? stage_grad_squares(chunks_[c], owned_norm_layouts_[c], tp_, ep_,
+                                               updates_[c]->begin())
                           : stage_grad_squares(chunks_[c], norm_layouts_[c], tp_, ep_);
   }
   float v[2] = {stats.loss * replica_weight, static_cast<float>(squares)};
@@ -420,6 +422,19 @@ StepGradients ModelParallelEngine::compute_gradients(int64_t step) {
           .norm = std::sqrt(static_cast<double>(v[1])),
           .busy_s = stats.busy_s,
           .times = times};
+}
+
+// ZeRO-2 with ep > 1: the reduce-scatter averaged this rank's range over dp; its dense tensors
+// have dp x ep replicas, so their part is averaged over ep as well (the ep peers own the same
+// range: the split depends on tensor sizes, which experts share). Experts are averaged over dp
+// alone, their replicas.
+void ModelParallelEngine::average_own_dense_over_ep(size_t c) {
+  if (ep_ == nullptr) return;
+  const int64_t begin = updates_[c]->begin(), end = updates_[c]->end();
+  for (const ParamGroup& r : chunks_[c].dense_ranges()) {
+    const int64_t lo = std::max(begin, r.begin), hi = std::min(end, r.end);
+    if (lo < hi) ep_->all_reduce(chunks_[c].grads() + lo, hi - lo, ReduceOp::kAvg);
+  }
 }
 
 void ModelParallelEngine::scale_grads(float scale) {

@@ -179,8 +179,9 @@ void check_sync_record(const nlohmann::json& saved_state, const Config& config, 
   throw ConfigError(fmt::format(
       "{} was written with sync.method = \"{}\" on {} replicas; this run has sync.method = "
       "\"{}\" on {}. Low-communication methods keep state per replica, so resume with the same "
-      "method and number of processes, or start afresh with run.resume = \"never\"",
-      dir, method, saved_replicas, config.sync.method, replicas));
+      "method and number of replicas, or start a new run from its weights (fresh per-replica "
+      "state): --set run.name=NEW --set train.init_from={}",
+      dir, method, saved_replicas, config.sync.method, replicas, dir));
 }
 
 std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicator* dp, Model& model,

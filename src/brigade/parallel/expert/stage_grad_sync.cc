@@ -10,17 +10,18 @@
 namespace brigade {
 
 double stage_grad_squares(const GptStage& stage, const ParamLayout& norm_layout,
-                          const TpContext& tp, Communicator* ep) {
-  if (stage.expert_ranges().empty()) return sum_of_squares_full(tp, norm_layout, stage.grads());
+                          const TpContext& tp, Communicator* ep, int64_t base) {
+  const float* g = stage.grads() + base;
+  if (stage.expert_ranges().empty()) return sum_of_squares_full(tp, norm_layout, g);
   // MoE stages are tp = 1 (build_gpt_layout), so every tensor here is whole.
   BRIGADE_CHECK(!tp.active()) << "mixture-of-experts stages do not run under tensor parallelism";
-  const float* g = stage.grads();
   double dense = 0.0, expert = 0.0;
   for (const ParamSpec& s : norm_layout.specs()) {
     const double sum = sum_squares(g + s.offset, s.numel);
+    const int64_t at = base + s.offset;
     const bool is_expert =
         std::any_of(stage.expert_ranges().begin(), stage.expert_ranges().end(),
-                    [&](const ParamGroup& r) { return s.offset >= r.begin && s.offset < r.end; });
+                    [&](const ParamGroup& r) { return at >= r.begin && at < r.end; });
     (is_expert ? expert : dense) += sum;
   }
   if (ep != nullptr && ep->size() > 1) {

@@ -19,8 +19,9 @@ class GptStage;
 // norm_layout's tensors (the stage's layout less the tied wte copy, offsets as in the stage)
 // that are dense, counted once over tp (sum_of_squares_full), plus its expert tensors' squares
 // summed over ep (every ep rank holds other experts). Sum the result over pp. Collective over
-// tp.comm and over ep (one float) when given; call after the gradients are averaged.
+// tp.comm and over ep (one float) when given; call after the gradients are averaged. base:
+// where norm_layout's offset 0 lies in the stage's buffer (a ZeRO-2 rank's own range).
 double stage_grad_squares(const GptStage& stage, const ParamLayout& norm_layout,
-                          const TpContext& tp, Communicator* ep);
+                          const TpContext& tp, Communicator* ep, int64_t base = 0);
 
 }  // namespace brigade
