@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
+#include "brigade/base/host.h"
 
 namespace brigade {
 
@@ -27,18 +27,6 @@ std::string command_output(const std::string& command) {
   }
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   return out;
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown";
 }
 
 std::string utc_now() {
@@ -100,7 +88,7 @@ nlohmann::json provenance(const Config& config, const std::vector<std::string>& 
       {"git_dirty", !dirty.empty()},
       {"config_crc32", fmt::format("{:08x}", crc32_of(resolved))},
       {"data_files", data},
-      {"cpu", cpu_model()},
+      {"cpu", cpu_model_name()},
       {"cores", sysconf(_SC_NPROCESSORS_ONLN)},
       {"build_type", BRIGADE_BUILD_TYPE},
       {"host", host.data()},

@@ -246,11 +246,19 @@ void TrainingLoop::start_or_resume() {
                     train_flops_per_example(config_.model, engine_.num_params());
   peak_flops_ = config_.monitor.peak_flops;
   if (peak_flops_ <= 0 && rank_ == 0) {  // only rank 0 reports MFU
-    peak_flops_ = measure_gemm_peak_flops();
+    const std::string setup =
+        fmt::format("{} {} {} thread(s)", gemm_backend_name(gemm_backend()),
+                    gemm_precision_name(gemm_precision()), config_.train.blas_threads);
+    const GemmPeak peak = gemm_peak_flops(setup);
+    peak_flops_ = peak.flops;
     log_.info(
-        "GEMM peak {:.1f} GFLOP/s on this rank ({}, {} thread(s)): MFU is relative to it "
-        "(set monitor.peak_flops to fix it)",
-        peak_flops_ / 1e9, gemm_precision_name(gemm_precision()), config_.train.blas_threads);
+        "GEMM peak {:.1f} GFLOP/s on this rank ({}){}: MFU is relative to it (set "
+        "monitor.peak_flops to fix it)",
+        peak_flops_ / 1e9, setup,
+        peak.cache.empty()
+            ? std::string()
+            : fmt::format(", the best measured on this machine (this start: {:.1f}; {})",
+                          peak.measured / 1e9, peak.cache));
   }
   if (rank_ == 0 && ctx_.group.env.local_world_size == ctx_.group.size()) {
     RaplReader rapl;
