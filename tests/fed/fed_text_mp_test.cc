@@ -6,7 +6,9 @@
 //   the union of the clients' windows (FedAvg weighs each client by its window count, and every
 //   window holds T targets), computed here on one process from the clients' raw files, within
 //   1e-5 relative over 3 rounds; the coordinator's test loss equals the reference model's loss on
-//   the windows of validation.txt, and is below the initial model's.
+//   the windows of validation.txt, and is below the initial model's. The run leaves the global
+//   model as a checkpoint of the common format, holding those weights, which eval, generate,
+//   export and train.init_from take.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +19,8 @@
 #include <vector>
 
 #include "brigade/base/file_io.h"
+#include "brigade/ckpt/region.h"
+#include "brigade/ckpt/sharded_reader.h"
 #include "brigade/fed/state_file.h"
 #include "brigade/model/batch.h"
 #include "brigade/train/model_factory.h"
@@ -150,6 +154,32 @@ TEST(TextFederation, FedAvgOfAGptWithOneLocalStepEqualsSgdOnTheUnionOfTheClients
   EXPECT_NEAR(got_loss, want_loss, 1e-5 * want_loss);
   // Three steps of SGD on the clients' text lower the held-out loss.
   EXPECT_LT(got_loss, initial_loss);
+
+  // The federation leaves a model to use, as a training run does: a checkpoint of the common
+  // format holding the global model of the last round (the SGD reference's weights), which
+  // eval, generate, export and train.init_from take.
+  const std::string run = dir + "/run/fedgpt";
+  auto reader = ShardedCheckpointReader::open_latest_valid(run + "/checkpoints");
+  ASSERT_TRUE(reader) << "no checkpoint in " << run;
+  EXPECT_EQ(reader->step(), kRounds);
+  std::vector<float> saved(static_cast<size_t>(n));
+  for (const ParamSpec& spec : model->layout().specs()) {
+    reader->read_f32(spec.name, Region::whole(spec.shape), saved.data() + spec.offset, spec.numel);
+  }
+  EXPECT_LT(testing::relative_error(saved, want), 1e-5);
+  const std::string bin = BRIGADE_BINARY;
+  for (const std::string& use :
+       {bin + " eval --ckpt " + run + " --data " + dir + "/data/validation.txt --all",
+        bin + " generate --ckpt " + run + " --prompt abc --tokens 4",
+        bin + " export --ckpt " + run + " --out " + dir + "/hf",
+        bin + " train " + config +
+            " --set sync.method=ddp --set train.steps=1 --set train.warmup=0 --set run.out_dir=" +
+            dir + "/tuned --set train.init_from=" + run +
+            " --set data.val_fraction=0.2 --set data.path=" + dir +
+            "/data/client_0/train.txt --set fed.client_data='\"\"' --set fed.test_data='\"\"'"}) {
+    const auto used = run_command(use, 120);
+    EXPECT_EQ(used.exit_code, 0) << use << "\n" << used.output;
+  }
 }
 
 }  // namespace

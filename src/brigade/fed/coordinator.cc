@@ -467,7 +467,10 @@ CoordinatorOutcome Coordinator::run() {
     out.interrupted = next_round_ < last && setup_.stop_requested();
     const bool save_now = (fed.ckpt_every > 0 && next_round_ % fed.ckpt_every == 0) ||
                           next_round_ == last || out.interrupted;
-    if (save_now) save(next_round_);
+    if (save_now) {
+      save(next_round_);
+      if (setup_.on_saved) setup_.on_saved(next_round_);
+    }
     record["round_s"] = seconds_since(start);
     metrics_.write("round", record);
     log_.info("round {}/{}: {} of {} clients answered in {:.2f} s{}, {:.2f} MB moved", next_round_,

@@ -46,6 +46,10 @@ struct CoordinatorSetup {
   // Checked after every round: true ends the invocation there, with the state saved (the first
   // SIGINT/SIGTERM).
   std::function<bool()> stop_requested = [] { return false; };
+  // Called after each round whose state is saved (fed.ckpt_every, the last, an interrupted
+  // one) with the rounds completed, while eval_model holds that round's global model: the
+  // trainer saves it as a checkpoint of the common format there.
+  std::function<void(int64_t rounds)> on_saved = nullptr;
 };
 
 // What a finished invocation leaves.

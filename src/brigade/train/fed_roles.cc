@@ -20,6 +20,7 @@
 #include "brigade/runtime/interrupt.h"
 #include "brigade/runtime/run_folder.h"
 #include "brigade/tensor/rng.h"
+#include "brigade/train/checkpointing.h"
 #include "brigade/train/fed_data.h"
 #include "brigade/train/model_factory.h"
 
@@ -108,17 +109,39 @@ int coordinate(const Config& config, Store* store, int clients) {
       socket.endpoint(), clients, config.fed.rounds, config.fed.strategy,
       config.fed.server_optimizer, config.model.kind, model->num_params(), fed_test_source(config),
       test->size());
-  const CoordinatorSetup setup{.fed = config.fed,
-                               .clients = clients,
-                               .seed = static_cast<uint64_t>(config.run.seed),
-                               .run_tag = run_tag,
-                               .stop_after = config.run.stop_after,
-                               .eval_batches = fed_eval_batches(config),
-                               .classifier = config.model.is_classifier(),
-                               .state_path = state_path,
-                               .resume = resume,
-                               .join_timeout = ms(config.comm.timeout_s),
-                               .stop_requested = [] { return interrupt_signal() != 0; }};
+  CoordinatorSetup setup{.fed = config.fed,
+                         .clients = clients,
+                         .seed = static_cast<uint64_t>(config.run.seed),
+                         .run_tag = run_tag,
+                         .stop_after = config.run.stop_after,
+                         .eval_batches = fed_eval_batches(config),
+                         .classifier = config.model.is_classifier(),
+                         .state_path = state_path,
+                         .resume = resume,
+                         .join_timeout = ms(config.comm.timeout_s),
+                         .stop_requested = [] { return interrupt_signal() != 0; }};
+  // The global model of every saved round as a checkpoint of the format training writes (its
+  // config, the round as its step), so that eval, generate, export and train.init_from take a
+  // federation's model like any other. The coordinator's own resume state stays in fed/.
+  TrainingCheckpointer checkpointer({.root = folder.checkpoints(),
+                                     .keep_last = static_cast<int>(config.train.keep_checkpoints),
+                                     .async = false,
+                                     .mesh = {{"fed", {{"clients", clients}}}}},
+                                    nullptr, CommOptions{}, whole_param_pieces(*model));
+  setup.on_saved = [&](int64_t rounds) {
+    const SavedState state{.step = rounds,
+                           .updates = rounds,
+                           .extra = {{"config", config.to_toml()},
+                                     {"fed", {{"rounds", rounds}, {"clients", clients}}}}};
+    for (const SaveResult& r : checkpointer.save(state)) {
+      if (r.ok) {
+        log.info("checkpoint {} (the global model after round {})", r.dir, rounds);
+      } else {
+        log.info("checkpoint of round {} failed: {} (the next saved round retries)", rounds,
+                 r.error);
+      }
+    }
+  };
   Coordinator coordinator(setup, *model, *test, socket, refresh_keys, metrics, log);
   const CoordinatorOutcome out = coordinator.run();
   if (store) store->set_string(kDoneKey, "1");
