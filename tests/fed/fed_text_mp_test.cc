@@ -8,11 +8,12 @@
 //   1e-5 relative over 3 rounds; the coordinator's test loss equals the reference model's loss on
 //   the windows of validation.txt, and is below the initial model's. The run leaves the global
 //   model as a checkpoint of the common format, holding those weights, which eval, generate,
-//   export and train.init_from take.
+//   export and train.init_from take; `brigade report` plots its rounds and TensorBoard has them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -180,6 +181,17 @@ TEST(TextFederation, FedAvgOfAGptWithOneLocalStepEqualsSgdOnTheUnionOfTheClients
     const auto used = run_command(use, 120);
     EXPECT_EQ(used.exit_code, 0) << use << "\n" << used.output;
   }
+  // And curves: the report plots the rounds (test loss against round and against bytes moved),
+  // and TensorBoard has each round's scalars.
+  const auto report = run_command(bin + " report " + run + " --out " + dir + "/report.html", 60);
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  const std::string html = read_file(dir + "/report.html");
+  EXPECT_NE(html.find("test loss against round"), std::string::npos);
+  EXPECT_NE(html.find("test loss against bytes moved"), std::string::npos);
+  std::string events;
+  for (const auto& f : std::filesystem::directory_iterator(run + "/tb"))
+    events += read_file(f.path());
+  EXPECT_NE(events.find("round/test_loss"), std::string::npos) << "no round scalars in " << run;
 }
 
 }  // namespace

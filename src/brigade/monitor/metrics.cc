@@ -108,6 +108,7 @@ bool MetricsWriter::begin_segment(int64_t step, nlohmann::json details) {
 }
 
 bool MetricsWriter::write(std::string_view type, nlohmann::json record) {
+  if (observer_) observer_(type, record);
   if (!file_) return true;
   record["time"] = utc_now_iso8601();
   record["type"] = type;

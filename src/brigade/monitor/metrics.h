@@ -11,6 +11,7 @@
 // that skips superseded records sees each step once, the one that counts. Every field is
 // described in docs/metrics.md.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -41,12 +42,18 @@ class MetricsWriter {
   // could not be written, with the reason in last_error(). A no-op returning true when not
   // opened.
   bool write(std::string_view type, nlohmann::json record);
+  // Called with every record write() is given (type, and the record as given), whether or not
+  // the file took it: another sink of the same records (TensorBoard events). null removes it.
+  void set_observer(std::function<void(std::string_view, const nlohmann::json&)> observer) {
+    observer_ = std::move(observer);
+  }
   int64_t failures() const { return failures_; }
   const std::string& last_error() const { return last_error_; }
 
  private:
   std::string path_;
   std::unique_ptr<AppendFile> file_;
+  std::function<void(std::string_view, const nlohmann::json&)> observer_;
   int64_t segment_ = 0;
   int64_t failures_ = 0;
   std::string last_error_;

@@ -17,6 +17,7 @@
 #include "brigade/fed/state_file.h"
 #include "brigade/monitor/log.h"
 #include "brigade/monitor/metrics.h"
+#include "brigade/monitor/tensorboard_writer.h"
 #include "brigade/runtime/interrupt.h"
 #include "brigade/runtime/run_folder.h"
 #include "brigade/tensor/rng.h"
@@ -56,6 +57,12 @@ int coordinate(const Config& config, Store* store, int clients) {
   }
   MetricsWriter metrics(folder.metrics_path());
   metrics.begin_segment(start_round, {{"role", "coordinator"}, {"clients", clients}});
+  // Each round's record as TensorBoard scalars too ("round/test_loss" at the round).
+  TensorBoardWriter tensorboard(folder.tensorboard_dir());
+  if (start_round > 0) tensorboard.start_session(start_round, state_path);
+  metrics.set_observer([&tensorboard](std::string_view type, const nlohmann::json& record) {
+    if (type == "round") tensorboard.add_scalars(record.value("round", int64_t{0}), type, record);
+  });
 
   const std::unique_ptr<Dataset> test = load_fed_test_set(config);
   const std::unique_ptr<Model> model = make_model(config.model, fed_eval_batch(config));

@@ -39,6 +39,26 @@ std::vector<ChartSeries> series_of(const std::vector<RunRecords>& runs, const ch
   return out;
 }
 
+// A federation's rounds: one series per run of `key` against the round, or (by_bytes) against
+// the bytes moved so far (each round's bytes_down + bytes_up, summed).
+std::vector<ChartSeries> round_series(const std::vector<RunRecords>& runs, const char* key,
+                                      bool by_bytes) {
+  std::vector<ChartSeries> out;
+  for (const RunRecords& run : runs) {
+    ChartSeries s{run.name, {}};
+    double moved = 0;
+    for (const auto& r : run.rounds) {
+      const double bytes = number(r, "bytes_down") + number(r, "bytes_up");
+      if (std::isfinite(bytes)) moved += bytes;
+      const double x = by_bytes ? moved : number(r, "round");
+      const double y = number(r, key);
+      if (std::isfinite(x) && std::isfinite(y)) s.points.emplace_back(x, y);
+    }
+    if (!s.points.empty()) out.push_back(std::move(s));
+  }
+  return out;
+}
+
 std::vector<double> resume_markers(const std::vector<RunRecords>& runs) {
   std::set<double> steps;
   for (const RunRecords& run : runs) {
@@ -205,6 +225,17 @@ std::string build_report_html(const std::vector<RunRecords>& runs) {
   curves += line_chart("comm", "communication bytes per step (rank 0, every communicator)", "bytes",
                        std::move(comm), "step", markers);
   body += section("Curves", curves);
+  // A federation's coordinator records rounds, not steps.
+  std::string rounds;
+  for (const auto& [key, name] :
+       {std::pair{"test_loss", "test loss"}, std::pair{"test_accuracy", "test accuracy"},
+        std::pair{"train_loss", "clients' training loss"}}) {
+    rounds += line_chart(std::string("round-") + key, std::string(name) + " against round", name,
+                         round_series(runs, key, false), "round", {});
+    rounds += line_chart(std::string("bytes-") + key, std::string(name) + " against bytes moved",
+                         name, round_series(runs, key, true), "bytes moved (down + up)", {});
+  }
+  if (!rounds.empty()) body += section("Federated rounds", rounds);
 
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunRecords& run = runs[i];

@@ -70,6 +70,8 @@ RunRecords read_run_records(const std::string& folder_in) {
       run.train.push_back(std::move(r));
     } else if (type == "eval" || (type.empty() && r.contains("val_loss") && !r.contains("final"))) {
       run.eval.push_back(std::move(r));
+    } else if (type == "round") {
+      run.rounds.push_back(std::move(r));
     } else if (type == "summary" || r.value("final", false)) {
       run.summary = std::move(r);
     } else if (type == "event" && r.value("event", "") == "resume") {

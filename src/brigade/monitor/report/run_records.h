@@ -12,11 +12,12 @@ struct RunRecords {
   std::string name;    // the run folder's name, the label of its curves
   std::string folder;  // the path given
   std::vector<nlohmann::json> train, eval;
-  nlohmann::json summary;             // the last summary record, or null
-  std::vector<int64_t> resume_steps;  // step of every "resume" event
-  std::string config_toml;            // config.toml, "" when absent
-  nlohmann::json manifest;            // manifest.json (provenance), or null
-  double first_time_s = 0;            // the first record's time, seconds since the epoch
+  std::vector<nlohmann::json> rounds;  // a federation's coordinator: one record per round
+  nlohmann::json summary;              // the last summary record, or null
+  std::vector<int64_t> resume_steps;   // step of every "resume" event
+  std::string config_toml;             // config.toml, "" when absent
+  nlohmann::json manifest;             // manifest.json (provenance), or null
+  double first_time_s = 0;             // the first record's time, seconds since the epoch
 };
 
 // Reads run folder `folder` (runs/<name>). Throws IoError when it has no metrics.jsonl.
