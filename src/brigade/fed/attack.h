@@ -7,7 +7,8 @@
 //   scale       the update times fed.attack_scale
 //   noise       a Gaussian vector of standard deviation fed.attack_noise instead of the update
 //   label_flip  trains on label classes - 1 - y (a data-poisoning attack; see flip_label)
-//   nan         one value of the update set to NaN (the coordinator must refuse it)
+//   nan         one value of the update set to NaN and a NaN loss reported, as a client whose
+//               training diverged sends (the coordinator must refuse it, and not wait for it)
 #include <cstdint>
 #include <string>
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -100,7 +101,9 @@ void Client::answer(const FedMessage& train) {
   h.steps = r.steps;
   h.correct = r.correct;
   h.seen = r.seen;
-  h.loss = r.loss;
+  // A "nan" attacker reports what a diverged client does: a non-finite loss as well, which
+  // makes its whole message malformed (fed_message.h).
+  h.loss = setup_.attack.kind == "nan" ? std::nan("") : r.loss;
   h.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (const double late = late_by_fault(setup_.client, t.round, t.attempt); late > 0) {
     std::this_thread::sleep_for(std::chrono::duration<double>(late));

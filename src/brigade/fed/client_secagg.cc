@@ -71,7 +71,7 @@ void Client::step_secure_round(const FedMessage& step) {
   if (!secure_ || h.round != secure_id_.round || h.attempt != secure_id_.attempt ||
       h.client != static_cast<uint32_t>(setup_.client)) {
     log_.info("refused a secure-aggregation step for round {} attempt {}: not this client's round",
-              h.round + 1, h.attempt);
+              h.round + 1, h.attempt + 1);
     return;
   }
   std::string why;

@@ -138,12 +138,16 @@ std::optional<Coordinator::Incoming> Coordinator::decode_received(CurveServerSoc
   return Incoming{.peer = r.peer, .bytes = bytes, .message = std::move(*m)};
 }
 
-std::optional<Coordinator::Incoming> Coordinator::receive_before(Clock::time_point deadline) {
+std::optional<Coordinator::Incoming> Coordinator::receive_before(Clock::time_point deadline,
+                                                                 int* refused_peer) {
+  if (refused_peer != nullptr) *refused_peer = -1;
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   std::optional<CurveServerSocket::Received> r =
       socket_.receive(std::min(left, std::chrono::milliseconds(500)));
   if (!r) return std::nullopt;
+  const int peer = r->peer;
   std::optional<Incoming> in = decode_received(std::move(*r));
+  if (!in && refused_peer != nullptr) *refused_peer = peer;
   if (!in || static_cast<FedType>(in->message.header.type) == FedType::kHello) return std::nullopt;
   return in;
 }
@@ -152,14 +156,15 @@ void Coordinator::note(CurveServerSocket::Received&& r) {
   std::optional<Incoming> in = decode_received(std::move(r));
   if (in && static_cast<FedType>(in->message.header.type) == FedType::kUpdate) {
     refuse(in->peer, fmt::format("an answer to round {} attempt {}, which is over",
-                                 in->message.header.round, in->message.header.attempt));
+                                 in->message.header.round + 1, in->message.header.attempt + 1));
   }
 }
 
 void Coordinator::wait_for_clients(int64_t want) {
   const auto deadline = Clock::now() + setup_.join_timeout;
   auto next_refresh = Clock::now();
-  while (static_cast<int64_t>(connected_.size()) < want && Clock::now() < deadline) {
+  while (static_cast<int64_t>(connected_.size()) < want && Clock::now() < deadline &&
+         !setup_.stop_requested()) {
     if (Clock::now() >= next_refresh) {
       refresh_keys_();
       next_refresh = Clock::now() + std::chrono::milliseconds(500);
@@ -236,9 +241,17 @@ std::map<int, Coordinator::Answer> Coordinator::collect(int64_t round, int64_t a
                                     std::chrono::duration<double>(setup_.fed.round_deadline_s));
   std::set<int> failed;  // asked clients whose answer was refused: they send no other
   while (progress.answered.size() + failed.size() < progress.asked.size() &&
-         Clock::now() < deadline) {
-    std::optional<Incoming> in = receive_before(deadline);
-    if (!in) continue;
+         Clock::now() < deadline && !setup_.stop_requested()) {
+    int malformed_from = -1;
+    std::optional<Incoming> in = receive_before(deadline, &malformed_from);
+    if (!in) {
+      // A malformed message from a client asked and not yet answered is its answer, refused
+      // (a diverged client's non-finite loss): the round need not wait for another.
+      if (progress.asked.count(malformed_from) && !progress.answered.count(malformed_from)) {
+        failed.insert(malformed_from);
+      }
+      continue;
+    }
     const int peer = in->peer;
     FedMessage& m = in->message;
     const std::string why = update_refusal(m, peer, progress);
@@ -401,12 +414,13 @@ CoordinatorOutcome Coordinator::run() {
                       ? collect_secure(round, attempt, asked, &bytes_down, &bytes_up)
                       : collect(round, attempt, asked, &bytes_down, &bytes_up);
       }
-      if (static_cast<int64_t>(answers.size()) >= needed) break;
+      if (static_cast<int64_t>(answers.size()) >= needed || setup_.stop_requested()) break;
+      // Rounds and attempts are counted from 1 in what the log says, as "round 3/5" is.
       const std::string what = fmt::format(
           "round {} attempt {}: {} of {} asked clients answered within fed.round_deadline_s = {} "
           "s, fewer than fed.min_clients = {} ({} connected)",
-          round, attempt, answers.size(), asked.size(), fed.round_deadline_s, fed.min_clients,
-          connected_.size());
+          round + 1, attempt + 1, answers.size(), asked.size(), fed.round_deadline_s,
+          fed.min_clients, connected_.size());
       if (attempt >= fed.round_retries) {
         stop_clients();
         throw CommError(
@@ -414,6 +428,17 @@ CoordinatorOutcome Coordinator::run() {
             what + fmt::format("; no retry left (fed.round_retries = {})", fed.round_retries));
       }
       log_.info("{}; retrying", what);
+    }
+    if (setup_.stop_requested()) {
+      // SIGINT/SIGTERM while the round waited: it is dropped unaggregated, and the rounds before
+      // it are what is saved, so that a rerun starts this round again.
+      save(next_round_);
+      if (setup_.on_saved) setup_.on_saved(next_round_);
+      out.interrupted = true;
+      log_.info("interrupted during round {}: {}; rerun the same command to go on", round + 1,
+                next_round_ == 0 ? std::string("no round was complete")
+                                 : fmt::format("rounds 1-{} are saved", next_round_));
+      break;
     }
     nlohmann::json record = aggregate(answers, round, attempt);
     next_round_ = round + 1;

@@ -92,7 +92,10 @@ class Coordinator {
   // and gives nullopt, as does a message from an unnamed connection.
   std::optional<Incoming> decode_received(CurveServerSocket::Received&& r);
   // The next decoded message that is not a hello, waiting at most 500 ms and not past deadline.
-  std::optional<Incoming> receive_before(std::chrono::steady_clock::time_point deadline);
+  // When it gives nullopt because a client's message was malformed (refused, e.g. a non-finite
+  // loss from a client whose training diverged), *refused_peer is that client; else -1.
+  std::optional<Incoming> receive_before(std::chrono::steady_clock::time_point deadline,
+                                         int* refused_peer = nullptr);
   // Handles one incoming message outside a round's collection (hellos, late answers).
   void note(CurveServerSocket::Received&& r);
   std::vector<int> sample(int64_t round, int64_t attempt) const;

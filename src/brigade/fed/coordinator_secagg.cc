@@ -47,7 +47,8 @@ std::map<int, Coordinator::Answer> Coordinator::collect_secure(int64_t round, in
   std::string why;
   std::unique_ptr<secagg::SecAggServer> server = secagg::SecAggServer::create(params, &why);
   if (!server) {
-    log_.info("round {} attempt {}: secure aggregation cannot start: {}", round, attempt, why);
+    log_.info("round {} attempt {}: secure aggregation cannot start: {}", round + 1, attempt + 1,
+              why);
     return {};
   }
   const auto start = Clock::now();
@@ -72,16 +73,24 @@ std::map<int, Coordinator::Answer> Coordinator::collect_secure(int64_t round, in
   auto gather = [&](const std::set<int>& expected, secagg::SecAggType type,
                     Clock::time_point deadline, auto&& take) {
     std::set<int> done, failed;
-    while (done.size() + failed.size() < expected.size() && Clock::now() < deadline) {
-      std::optional<Incoming> in = receive_before(deadline);
-      if (!in) continue;
+    while (done.size() + failed.size() < expected.size() && Clock::now() < deadline &&
+           !setup_.stop_requested()) {
+      int malformed_from = -1;
+      std::optional<Incoming> in = receive_before(deadline, &malformed_from);
+      if (!in) {
+        if (expected.count(malformed_from) && !done.count(malformed_from)) {
+          failed.insert(malformed_from);  // its step, refused: it sends no other
+        }
+        continue;
+      }
       const int peer = in->peer;
       FedMessage& m = in->message;
       const FedHeader& h = m.header;
       if (static_cast<FedType>(h.type) != FedType::kSecAgg || h.round != round ||
           h.attempt != attempt) {
         refuse(peer, fmt::format("a {} message for round {} attempt {} during a secure round",
-                                 fed_type_name(static_cast<FedType>(h.type)), h.round, h.attempt));
+                                 fed_type_name(static_cast<FedType>(h.type)), h.round + 1,
+                                 h.attempt + 1));
         continue;
       }
       if (static_cast<int>(h.client) != peer || !expected.count(peer) || done.count(peer) ||
@@ -109,8 +118,8 @@ std::map<int, Coordinator::Answer> Coordinator::collect_secure(int64_t round, in
     return done;
   };
   auto fail = [&](const char* step) {
-    log_.info("round {} attempt {}: secure aggregation stopped at {}: {}", round, attempt, step,
-              why);
+    log_.info("round {} attempt {}: secure aggregation stopped at {}: {}", round + 1, attempt + 1,
+              step, why);
     return std::map<int, Answer>{};
   };
 

@@ -27,8 +27,8 @@ std::string update_refusal(const FedMessage& message, int peer, const RoundInPro
   }
   if (h.round != round.round || h.attempt != round.attempt) {
     return fmt::format(
-        "it answers round {} attempt {}, the coordinator collects round {} attempt {}", h.round,
-        h.attempt, round.round, round.attempt);
+        "it answers round {} attempt {}, the coordinator collects round {} attempt {}", h.round + 1,
+        h.attempt + 1, round.round + 1, round.attempt + 1);
   }
   if (!round.asked.count(peer)) return "the client was not asked this round";
   if (round.answered.count(peer)) return "the client already answered this round";
