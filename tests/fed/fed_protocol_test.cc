@@ -126,7 +126,8 @@ TEST(FedMessages, UpdatesThatDoNotBelongToTheRoundAreRefused) {
   };
   const std::vector<float> good(8, 0.25f);
   EXPECT_EQ(check(update_header(1, 3, 8), good, 1), "");
-  EXPECT_NE(check(update_header(1, 2, 8), good, 1).find("answers round 2"), std::string::npos);
+  EXPECT_NE(check(update_header(1, 2, 8), good, 1).find("answers round 3"),
+            std::string::npos);  // 1-based
   EXPECT_NE(check(update_header(1, 3, 8), good, 0).find("claims to be client 1"),
             std::string::npos);
   EXPECT_NE(check(update_header(2, 3, 8), good, 2).find("not asked"), std::string::npos);
