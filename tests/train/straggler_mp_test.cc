@@ -91,7 +91,7 @@ TEST_F(Stragglers, SlowedRankIsNamed) {
 // millisecond, so one scheduler hiccup on a loaded 2-core machine running three ranks makes a
 // single step several times the median (measured: up to 7x). Hence 4 micro-steps per step and
 // a threshold of 3 (three times the median, three steps running); the slowed run above passes
-// the default 1.2 by far more (about 40x).
+// the default 1.5 by far more (about 40x).
 TEST_F(Stragglers, EvenRanksFlagNobody) {
   const auto records =
       run("even", "", "--set train.straggler_threshold=3 --set train.grad_accum=4");

@@ -21,7 +21,7 @@
 namespace brigade {
 
 struct StragglerOptions {
-  double threshold = 1.2;  // ratio to the median at which a step counts as slow; > 1
+  double threshold = 1.5;  // ratio to the median at which a step counts as slow; > 1
   int consecutive = 3;     // slow steps in a row before a rank is flagged; >= 1
   int warmup_steps = 1;    // first steps that never count as slow; >= 0
 

@@ -97,7 +97,7 @@ struct TrainConfig {
   std::string on_nonfinite = "stop";  // "stop" | "skip" (skip the update, keep going)
   // A rank whose busy time per step is at least this many times the median, 3 steps in a row,
   // is flagged as a straggler (monitor/straggler.h); 0 turns the per-step exchange off.
-  double straggler_threshold = 1.2;
+  double straggler_threshold = 1.5;
   // Start from another run's weights (a checkpoint folder, a run folder or a checkpoints root:
   // its newest valid checkpoint), into this run's layout; optimizer state and step start afresh.
   // "" = random initialisation. Unused once the run has a checkpoint of its own.
