@@ -160,6 +160,11 @@ TEST(TextFederation, FedAvgOfAGptWithOneLocalStepEqualsSgdOnTheUnionOfTheClients
   // format holding the global model of the last round (the SGD reference's weights), which
   // eval, generate, export and train.init_from take.
   const std::string run = dir + "/run/fedgpt";
+  // Where it came from, as a training run's manifest.json says it: the commit, the test file.
+  const auto provenance = nlohmann::json::parse(read_file(run + "/manifest.json"));
+  EXPECT_TRUE(provenance.contains("git_commit")) << provenance.dump();
+  EXPECT_EQ(provenance["data_files"].size(), 1u) << provenance.dump();
+  EXPECT_EQ(provenance["federation"]["clients"], 2);
   auto reader = ShardedCheckpointReader::open_latest_valid(run + "/checkpoints");
   ASSERT_TRUE(reader) << "no checkpoint in " << run;
   EXPECT_EQ(reader->step(), kRounds);

@@ -127,6 +127,16 @@ int coordinate(const Config& config, Store* store, int clients) {
                          .resume = resume,
                          .join_timeout = ms(config.comm.timeout_s),
                          .stop_requested = [] { return interrupt_signal() != 0; }};
+  // Where the run came from (manifest.json, as training writes it): the coordinator reads only
+  // the test set; each client's data is its own party's.
+  std::vector<std::string> data_files;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(config.fed.test_data, ec)) {
+    data_files.push_back(config.fed.test_data);
+  }
+  nlohmann::json manifest = provenance(config, data_files);
+  manifest["federation"] = {{"clients", clients}, {"role", "coordinator"}};
+  write_run_manifest(folder, manifest);
   // The global model of every saved round as a checkpoint of the format training writes (its
   // config, the round as its step), so that eval, generate, export and train.init_from take a
   // federation's model like any other. The coordinator's own resume state stays in fed/.
@@ -139,6 +149,7 @@ int coordinate(const Config& config, Store* store, int clients) {
     const SavedState state{.step = rounds,
                            .updates = rounds,
                            .extra = {{"config", config.to_toml()},
+                                     {"provenance", manifest},
                                      {"fed", {{"rounds", rounds}, {"clients", clients}}}}};
     for (const SaveResult& r : checkpointer.save(state)) {
       if (r.ok) {
