@@ -110,6 +110,15 @@ TEST(HybridLayout, ConfigRefusesUnsupportedCombinations) {
   c.parallel.ep = 2;
   c.sync.method = "diloco";
   EXPECT_NO_THROW(c.validate());
+  // ... but not an exchange whose choices span tensors: the ep ranks would drift apart.
+  for (const char* method : {"topk", "signef"}) {
+    c.sync.method = method;
+    refused(c, "parallel.ep = 2");
+  }
+  c.sync.method = "diloco";
+  c.sync.payload = "int8";
+  refused(c, "parallel.ep = 2");
+  c.sync.payload = "auto";
   // ZeRO-1/2 on the dp axis are supported (with ep > 1 too); ZeRO-3 is not.
   c = gpt(1, 2);
   c.parallel.zero = 1;

@@ -155,6 +155,33 @@ TEST_F(HybridSync, DilocoOverExpertParallelReplicas) {
   expect_weights_close(split, whole, 0.0, /*dense=*/false);
 }
 
+// The other methods whose exchange is per tensor over the same ep 2 x dp 2 replicas (no unsharded
+// reference computes what they do: a replica's experts train on its whole ep group's tokens):
+// each trains, and stopped at step 5 and resumed, ends bitwise where it ends uninterrupted, so
+// every rank's per-replica state (DeMo's delta, PowerSGD's Q and error, streaming fragments) is
+// in the checkpoint under ep (PowerSGD's Q per ep rank: the experts' matrices differ). Top-k,
+// EF-signSGD and DiLoCo's chunked payloads are refused with ep > 1 (config_validate.cc): their
+// choices span tensors, so a replica's ep ranks would drift apart in their dense tensors.
+TEST_F(HybridSync, EveryMethodOverExpertParallelReplicasResumesBitwise) {
+  const std::string moe =
+      "--set model.n_experts=4 --set model.moe_every=2 --set model.moe_top_k=2 "
+      "--set model.capacity_factor=0 --set model.aux_loss_coef=0 --set parallel.ep=2 "
+      "--set train.grad_accum=2 --set train.ckpt_every=5 ";
+  for (const auto& [name, set] :
+       {std::pair{"streaming", kStreaming}, std::pair{"demo", "--set sync.method=demo "},
+        std::pair{"powersgd", kPowerSgd}}) {
+    SCOPED_TRACE(name);
+    const std::string whole = run(std::string(name) + "_whole", 4, moe + set);
+    const auto trained = losses(whole);
+    ASSERT_EQ(trained.size(), 10u);
+    EXPECT_LT(trained.back(), trained.front() - 0.2) << "it does not train";
+    run(std::string(name) + "_split", 4, moe + set + "--set run.stop_after=5");
+    const std::string split = run(std::string(name) + "_split", 4, moe + set);
+    EXPECT_EQ(losses(split), trained);
+    expect_weights_close(split, whole, 0.0, /*dense=*/false);
+  }
+}
+
 TEST_F(HybridSync, DilocoResumesAcrossLayoutsMidRound) {
   // Stopped at step 5, in the middle of the third DiLoCo round (H = 2 syncs after 2, 4, 6,
   // ...): the replicas' local weights, inner AdamW state and theta_global all live in the

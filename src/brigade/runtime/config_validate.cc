@@ -453,6 +453,20 @@ void validate_model_parallel(const ParallelConfig& parallel, const SyncConfig& s
                       "hold whole models (use \"ddp\", \"diloco\", \"demo\", \"powersgd\", "
                       "\"signef\" or \"topk\")",
                       layout));
+  // With ep > 1 a replica's ranks hold other experts but the same dense tensors, and each syncs
+  // its whole chunk over dp: a compression whose choices span tensors (top-k over the chunk,
+  // sign or int8 blocks of the flat buffer) would pick differently on each ep rank, and the
+  // replica's dense tensors would drift apart. Elementwise or per-tensor exchanges do not.
+  const std::string payload = sync.payload == "auto" ? "f32" : sync.payload;
+  const bool per_tensor =
+      sync.method == "ddp" || sync.method == "demo" || sync.method == "powersgd" ||
+      (sync.method == "diloco" && (payload == "f32" || payload.rfind("powersgd", 0) == 0));
+  require(parallel.ep == 1 || per_tensor, "sync.method", quote(sync.method),
+          fmt::format("with sync.payload = {} is not supported with parallel.ep = {} yet: its "
+                      "compression chooses across tensors, so the ep ranks of a replica would "
+                      "drift apart in their dense tensors (use \"diloco\" with f32 or powersgd "
+                      "pseudo-gradients, \"demo\" or \"powersgd\")",
+                      quote(sync.payload), parallel.ep));
   require(sync.quorum == 1.0, "sync.quorum", sync.quorum,
           fmt::format("must be 1 with {}: the ranks of one replica would have to agree on "
                       "which replicas made the quorum (not supported yet)",

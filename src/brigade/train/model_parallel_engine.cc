@@ -301,7 +301,7 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
                        .params = c.params(),
                        .grads = c.grads(),
                        .whole = &whole_layout_,
-                       .scope = fmt::format("stage{}.tp{}.", stage, tp_rank_)},
+                       .scope = fmt::format("stage{}.ep{}.tp{}.", stage, ep_rank_, tp_rank_)},
           ctx.group.world_options.store, [this](const std::string& line) { ctx_.log.line(line); }));
       // Inside a replica of ep ranks the dense tensors are one model, averaged over ep every
       // step like DDP; each rank's experts are its own (the method syncs them over dp, with the
