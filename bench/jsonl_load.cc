@@ -24,8 +24,8 @@
 #include "brigade/data/byte_tokenizer.h"
 #include "brigade/data/instruction_dataset.h"
 #include "brigade/data/jsonl_corpus.h"
-#include "brigade/data/text_corpus.h"
 #include "brigade/data/micro_batch_weights.h"
+#include "brigade/data/text_corpus.h"
 
 namespace {
 

@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "brigade/base/error.h"
+#include "brigade/data/micro_batch_weights.h"
+#include "brigade/model/moe/moe_metrics.h"
 #include "brigade/monitor/timer.h"
 #include "brigade/optim/optimizer.h"
 #include "brigade/optim/trainable_mask.h"
@@ -20,9 +22,7 @@
 #include "brigade/sync/ps/ps_worker.h"
 #include "brigade/sync/replica_sync.h"
 #include "brigade/train/job_check.h"
-#include "brigade/data/micro_batch_weights.h"
 #include "brigade/train/model_factory.h"
-#include "brigade/model/moe/moe_metrics.h"
 #include "brigade/train/sync_strategy.h"
 
 namespace brigade {
