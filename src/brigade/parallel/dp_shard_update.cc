@@ -37,9 +37,7 @@ DpShardUpdate::DpShardUpdate(const OptimizerConfig& config, const ParamLayout& l
       rank_(dp_ ? dp_->rank() : 0),
       bounds_(split_whole_tensors(layout, dp_ ? dp_->size() : 1)) {
   for (size_t r = 0; r + 1 < bounds_.size(); ++r) counts_.push_back(bounds_[r + 1] - bounds_[r]);
-  for (const ParamSpec& s : layout.specs()) {
-    if (s.offset >= begin() && s.offset + s.numel <= end()) owned_.add(s);
-  }
+  owned_ = tensors_within(layout, begin(), end());
   BRIGADE_CHECK(owned_.total() == end() - begin())
       << "range [" << begin() << ", " << end() << ") is not whole tensors";
   optimizer_ = make_optimizer(config, layout, begin(), end());

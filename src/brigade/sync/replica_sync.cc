@@ -99,15 +99,6 @@ bool on_tensor_boundaries(const ParamLayout& layout, int64_t begin, int64_t end)
   return b && e && begin < end;
 }
 
-// The tensors of layout in [begin, end) (on tensor boundaries), offsets from begin.
-ParamLayout tensors_in(const ParamLayout& layout, int64_t begin, int64_t end) {
-  ParamLayout out;
-  for (const ParamSpec& s : layout.specs()) {
-    if (s.offset >= begin && s.offset + s.numel <= end) out.add(s);
-  }
-  return out;
-}
-
 // A state vector on tensor boundaries (the parameters' span, a streaming fragment's), per tensor
 // ("<name>/<tensor>", as optimizer state is saved under every layout, regions of the full tensor
 // for a tp shard); any other vector (a compressor's residual of another length) as one 1-D
@@ -116,7 +107,7 @@ void add_state_pieces(std::vector<StatePiece>& out, const std::string& name, con
                       const SyncedParams& synced) {
   if (v.per_param && on_tensor_boundaries(*synced.layout, v.begin, v.end)) {
     for (StatePiece& p :
-         tp_state_pieces(tensors_in(*synced.layout, v.begin, v.end), v.data, name + "/")) {
+         tp_state_pieces(tensors_within(*synced.layout, v.begin, v.end), v.data, name + "/")) {
       out.push_back(std::move(p));
     }
     return;

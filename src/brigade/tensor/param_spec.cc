@@ -118,4 +118,12 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return out + ")";
 }
 
+ParamLayout tensors_within(const ParamLayout& layout, int64_t begin, int64_t end) {
+  ParamLayout out;
+  for (const ParamSpec& s : layout.specs()) {
+    if (s.offset >= begin && s.offset + s.numel <= end) out.add(s);
+  }
+  return out;
+}
+
 }  // namespace brigade

@@ -68,6 +68,11 @@ class ParamLayout {
   int64_t total_ = 0;
 };
 
+// The tensors of layout that lie wholly in the flat range [begin, end), in order, re-laid from
+// offset 0: they describe a buffer that starts at flat element begin when they are a contiguous
+// run from it (a range cut at tensor boundaries).
+ParamLayout tensors_within(const ParamLayout& layout, int64_t begin, int64_t end);
+
 std::string shape_string(const std::vector<int64_t>& shape);  // "(768, 2304)"
 
 }  // namespace brigade

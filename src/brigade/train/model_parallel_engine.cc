@@ -72,12 +72,6 @@ namespace {
 // Tags of the forward-only evaluation pass, above every training tag (schedule.h uses
 // activation_tag / gradient_tag below 2^24 for any realistic m and stage count).
 constexpr uint32_t kEvalTagBase = 1u << 30;
-// Floats per gradient all-reduce over dp (parallel.bucket_mb): big enough to amortise, small
-// enough to overlap backward.
-int64_t dp_bucket_floats(const ParallelConfig& parallel) {
-  return std::max<int64_t>(
-      1, static_cast<int64_t>(parallel.bucket_mb * (1 << 20) / static_cast<double>(sizeof(float))));
-}
 
 // The chunk's layout without the tied copy of wte (the last tensor of a last stage that is not
 // also the first), for the global norm, where wte must count once.
@@ -281,9 +275,7 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
   // ep group (which routes tokens to each other's experts every step), as it is its tp and pp
   // groups.
   const bool replica_sync = config_.sync.method != "ddp" && layout_.shape.dp > 1;
-  const WireDtype wire = resolved_payload(config_.sync, config_.parallel) == "bf16"
-                             ? WireDtype::kBF16
-                             : WireDtype::kF32;
+  const WireDtype wire = gradient_wire(config_);
   norm_layouts_.reserve(chunks_.size());
   for (size_t i = 0; i < chunks_.size(); ++i) {
     GptStage& c = chunks_[i];
@@ -309,7 +301,7 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
       if (ep_ != nullptr) {
         averages_.push_back(std::make_unique<DataParallel>(
             *ep_, c,
-            DdpOptions{.bucket_elems = dp_bucket_floats(config_.parallel),
+            DdpOptions{.bucket_elems = gradient_bucket_floats(config_.parallel),
                        .wire = wire,
                        .overlap = config_.parallel.overlap_grad_reduce,
                        .group = c.expert_ranges()}));
@@ -323,7 +315,7 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
       // the replicas (dp x ep).
       averages_.push_back(std::make_unique<DataParallel>(
           *replicas_comm_, c,
-          DdpOptions{.bucket_elems = dp_bucket_floats(config_.parallel),
+          DdpOptions{.bucket_elems = gradient_bucket_floats(config_.parallel),
                      .wire = wire,
                      .overlap = config_.parallel.overlap_grad_reduce,
                      .group = c.expert_ranges(),

@@ -107,6 +107,18 @@ std::unique_ptr<SyncMethod> make_method(const Config& config, const SyncedParams
 
 }  // namespace
 
+int64_t gradient_bucket_floats(const ParallelConfig& parallel) {
+  return std::max<int64_t>(
+      1, static_cast<int64_t>(parallel.bucket_mb * (1 << 20) / static_cast<double>(sizeof(float))));
+}
+
+WireDtype gradient_wire(const Config& config) {
+  const std::string wire = config.sync.method == "ddp"
+                               ? resolved_payload(config.sync, config.parallel)
+                               : config.parallel.grad_wire;
+  return wire == "bf16" ? WireDtype::kBF16 : WireDtype::kF32;
+}
+
 std::string resolved_payload(const SyncConfig& sync, const ParallelConfig& parallel) {
   if (sync.payload != "auto") return sync.payload;
   if (sync.method == "ddp") return parallel.grad_wire;
@@ -204,15 +216,10 @@ std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicato
         *store);
   }
   if (config.sync.method == "ddp" || !dp || dp->size() == 1) {
-    const std::string wire = config.sync.method == "ddp"
-                                 ? resolved_payload(config.sync, config.parallel)
-                                 : config.parallel.grad_wire;
     return make_dp_strategy(dp, model, optimizer_config(config),
                             DpOptions{.zero = static_cast<int>(config.parallel.zero),
-                                      .bucket_elems = std::max<int64_t>(
-                                          1, static_cast<int64_t>(config.parallel.bucket_mb *
-                                                                  (1 << 20) / sizeof(float))),
-                                      .wire = wire == "bf16" ? WireDtype::kBF16 : WireDtype::kF32,
+                                      .bucket_elems = gradient_bucket_floats(config.parallel),
+                                      .wire = gradient_wire(config),
                                       .overlap = config.parallel.overlap_grad_reduce});
   }
   return make_replica_sync(config, *dp, SyncedParams::of(model), std::move(store), std::move(log));

@@ -43,6 +43,12 @@ nlohmann::json sync_record(const Config& config, int64_t replicas);
 void check_sync_record(const nlohmann::json& saved_state, const Config& config, int64_t replicas,
                        const std::string& dir);
 
+// How gradients travel when replicas average them (DDP, ZeRO, the dp axis under tp/pp/ep): the
+// bucket of parallel.bucket_mb in floats (at least 1), and the payload (sync.payload with
+// sync.method = "ddp", else parallel.grad_wire).
+int64_t gradient_bucket_floats(const ParallelConfig& parallel);
+WireDtype gradient_wire(const Config& config);
+
 // The wire format sync.payload = "auto" stands for with this method.
 std::string resolved_payload(const SyncConfig& sync, const ParallelConfig& parallel);
 
