@@ -185,8 +185,10 @@ struct Arm {
 int run(const Options& opt) {
   Config config = load_config(opt.config);
   config.validate();
-  if (config.model.kind != "gpt")
-    throw ConfigError("model.kind = \"" + config.model.kind + "\": this benchmark runs \"gpt\"");
+  if (config.model.kind != ModelKind::kGpt) {
+    throw ConfigError(
+        fmt::format("model.kind = \"{}\": this benchmark runs \"gpt\"", config.model.kind));
+  }
   const GptConfig mc{.vocab = config.model.vocab,
                      .seq_len = config.model.seq_len,
                      .d_model = config.model.d_model,

@@ -78,7 +78,7 @@ void append_windows(const std::string& bytes, Batch& batch) {
 
 ModelConfig tiny_gpt() {
   ModelConfig m;
-  m.kind = "gpt";
+  m.kind = ModelKind::kGpt;
   m.vocab = 256;
   m.seq_len = kT;
   m.d_model = 32;

@@ -87,7 +87,8 @@ TEST(HybridLayout, ConfigRefusesUnsupportedCombinations) {
   // Every replica sync method runs over model-parallel replicas (expert-parallel ones too);
   // parameter servers, federations and a quorum are refused by name.
   Config c = gpt(2, 1);
-  for (const char* method : {"diloco", "demo", "powersgd", "signef", "topk"}) {
+  for (SyncKind method : {SyncKind::kDiloco, SyncKind::kDemo, SyncKind::kPowerSgd,
+                          SyncKind::kSignEf, SyncKind::kTopK}) {
     c.sync.method = method;
     EXPECT_NO_THROW(c.validate()) << method;
   }
@@ -100,22 +101,22 @@ TEST(HybridLayout, ConfigRefusesUnsupportedCombinations) {
       EXPECT_NE(std::string(e.what()).find("not supported"), std::string::npos) << e.what();
     }
   };
-  c.sync.method = "ps";
+  c.sync.method = SyncKind::kPs;
   refused(c, "sync.method");
-  c.sync.method = "diloco";
+  c.sync.method = SyncKind::kDiloco;
   c.sync.quorum = 0.5;
   refused(c, "sync.quorum");
   c = gpt(1, 2);
   c.model.n_experts = 4;
   c.parallel.ep = 2;
-  c.sync.method = "diloco";
+  c.sync.method = SyncKind::kDiloco;
   EXPECT_NO_THROW(c.validate());
   // ... but not an exchange whose choices span tensors: the ep ranks would drift apart.
-  for (const char* method : {"topk", "signef"}) {
+  for (SyncKind method : {SyncKind::kTopK, SyncKind::kSignEf}) {
     c.sync.method = method;
     refused(c, "parallel.ep = 2");
   }
-  c.sync.method = "diloco";
+  c.sync.method = SyncKind::kDiloco;
   c.sync.payload = "int8";
   refused(c, "parallel.ep = 2");
   c.sync.payload = "auto";

@@ -16,13 +16,15 @@
 namespace brigade {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using testing::config_error_of;
 
 TEST(SyncConfig, DefaultIsDdpAndEveryMethodIsValid) {
   Config c = parse_config("", "t");
-  EXPECT_EQ(c.sync.method, "ddp");
+  EXPECT_EQ(c.sync.method, SyncKind::kDdp);
   EXPECT_EQ(c.sync.payload, "auto");
   EXPECT_EQ(c.sync.outer_lr, 0.7);
   EXPECT_EQ(c.sync.outer_momentum, 0.9);
@@ -51,8 +53,19 @@ TEST(SyncConfig, ReadsEveryKeyAndWritesItBack) {
 
 TEST(SyncConfig, RejectsUnknownKeysAndValues) {
   EXPECT_THAT(config_error_of({"sync.inner_step=3"}), HasSubstr("unknown key sync.inner_step"));
+  // Named choices are parsed once, as the config is read: the value, where it came from, every
+  // allowed name, and the nearest one for a typo.
   EXPECT_THAT(config_error_of({"sync.method=allreduce"}),
-              HasSubstr("sync.method = \"allreduce\": allowed values are \"ddp\", \"diloco\""));
+              AllOf(HasSubstr("sync.method = \"allreduce\" in --set sync.method=allreduce"),
+                    HasSubstr("allowed values are \"ddp\", \"diloco\", \"demo\", \"powersgd\", "
+                              "\"signef\", \"topk\", \"ps\", \"fed\""),
+                    Not(HasSubstr("did you mean"))));
+  EXPECT_THAT(config_error_of({"sync.method=dilco"}), HasSubstr("(did you mean \"diloco\"?)"));
+  EXPECT_THAT(config_error_of({"model.kind=gtp"}),
+              AllOf(HasSubstr("allowed values are \"gpt\", \"mlp\", \"cnn\""),
+                    HasSubstr("(did you mean \"gpt\"?)")));
+  EXPECT_THAT(config_error_of({"sync.method=[1]"}),
+              HasSubstr("expected one of \"ddp\", \"diloco\""));
   EXPECT_THAT(config_error_of({"sync.method=diloco", "sync.inner_steps=0"}),
               HasSubstr("sync.inner_steps = 0: must be in [1,"));
   EXPECT_THAT(config_error_of({"sync.method=diloco", "sync.outer_momentum=1.0"}),

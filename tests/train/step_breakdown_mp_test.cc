@@ -82,7 +82,7 @@ class StepBreakdownRuns : public ::testing::Test {
 
 TEST(ModelFlops, TinyGptByHand) {
   ModelConfig m;
-  m.kind = "gpt";
+  m.kind = ModelKind::kGpt;
   m.vocab = 256;
   m.seq_len = 32;
   m.d_model = 32;
@@ -96,7 +96,7 @@ TEST(ModelFlops, TinyGptByHand) {
   m.moe_top_k = 2;
   m.moe_every = 2;
   EXPECT_DOUBLE_EQ(train_flops_per_example(m, 0), (221184.0 + 6 * (128 + 8192)) * 32);
-  m.kind = "mlp";
+  m.kind = ModelKind::kMlp;
   EXPECT_DOUBLE_EQ(train_flops_per_example(m, 1000), 6000.0);
 }
 

@@ -63,7 +63,7 @@ int run_export(const ExportArgs& args) {
   // Either format: the whole tensors, assembled from whatever shards wrote them.
   const ShardedCheckpointReader reader = ShardedCheckpointReader::open(dir);
   Config config = checkpoint_config(reader);
-  if (config.model.kind != "gpt") {
+  if (config.model.kind != ModelKind::kGpt) {
     throw ConfigError(
         fmt::format("model.kind = \"{}\" in {}: only GPT checkpoints export to Hugging Face GPT-2",
                     config.model.kind, dir));

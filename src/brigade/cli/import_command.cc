@@ -147,7 +147,7 @@ std::string check_tokenizer(const Config& config, const std::string& from) {
 int run_import(const ImportArgs& args) {
   Config config = load_config(args.config, args.overrides);
   config.validate();
-  if (config.model.kind != "gpt") {
+  if (config.model.kind != ModelKind::kGpt) {
     throw ConfigError(
         fmt::format("model.kind = \"{}\": import reads GPT-2 models (\"gpt\")", config.model.kind));
   }

@@ -7,9 +7,8 @@
 #include "brigade/runtime/config.h"
 #include "brigade/train/eval_job.h"
 #include "brigade/train/fed_roles.h"
-#include "brigade/train/hybrid_layout.h"
 #include "brigade/train/job_check.h"
-#include "brigade/train/ps_roles.h"
+#include "brigade/train/job_plan.h"
 #include "brigade/train/trainer.h"
 #include "brigade/train/training_data.h"
 
@@ -76,9 +75,10 @@ WorkerConfigFacts validate_worker_config(const std::vector<std::string>& worker_
   check_freeze(config);
   check_data_paths(config);
   resolve_vocab_from_data(config);
-  if (config.sync.method == "fed") return {.droppable_from = 1};  // the clients
-  if (config.sync.method == "ps" && config.ps.consistency != "bsp" && world_size > 0) {
-    return {.droppable_from = 1, .droppable_until = ps_workers(config, world_size)};
+  if (config.sync.method == SyncKind::kFed) return {.droppable_from = 1};  // the clients
+  if (config.sync.method == SyncKind::kPs && config.ps.consistency != "bsp" && world_size > 0) {
+    // Workers 1.. (ranks below the servers) may leave and come back.
+    return {.droppable_from = 1, .droppable_until = plan_job(config, world_size).trainers};
   }
   return {};
 }
@@ -158,11 +158,12 @@ Command add_check_config(CLI::App& app) {
     check_data_paths(config);
     resolve_vocab_from_data(config);
     // Without a world size dp is parallel.dp (or 1); `brigade launch` checks the product.
-    const std::string mesh =
-        is_model_parallel(config) ? resolve_hybrid_layout(config, args->nproc).to_string() : "";
+    const JobPlan plan = plan_job(config, args->nproc);
     // Printed only once every check has passed.
     std::fputs(config.to_toml().c_str(), stdout);
-    if (!mesh.empty()) std::fprintf(stdout, "# hybrid mesh: %s\n", mesh.c_str());
+    std::fprintf(stdout, "# job: %s\n", plan.to_string().c_str());
+    if (plan.model_parallel)
+      std::fprintf(stdout, "# hybrid mesh: %s\n", plan.mesh.to_string().c_str());
     return 0;
   };
 }

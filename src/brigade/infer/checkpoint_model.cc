@@ -20,7 +20,7 @@ GenerationCheckpoint open_generation_checkpoint(const std::string& path) {
   ckpt.dir = resolve_checkpoint_dir(path);
   const ShardedCheckpointReader reader = ShardedCheckpointReader::open(ckpt.dir);
   ckpt.config = checkpoint_config(reader);
-  if (ckpt.config.model.kind != "gpt") {
+  if (ckpt.config.model.kind != ModelKind::kGpt) {
     throw ConfigError(fmt::format("model.kind = \"{}\": generation needs a gpt checkpoint",
                                   ckpt.config.model.kind));
   }

@@ -23,7 +23,7 @@ namespace brigade {
 namespace {
 
 using FieldTarget = std::variant<int64_t*, double*, std::string*, bool*, std::vector<int64_t>*,
-                                 std::vector<std::string>*>;
+                                 std::vector<std::string>*, ModelKind*, SyncKind*>;
 
 struct Field {
   const char* section;
@@ -291,6 +291,20 @@ std::string read_config_file(const std::string& path) {
                                 cut(one_line(render(v))), origin, expected));
 }
 
+std::string toml_basic_string(const std::string& s);
+
+// A named choice (model.kind, sync.method): its enumerator, or a ConfigError listing the names
+// (and the nearest one, for a typo).
+template <NamedEnum E>
+E parse_choice(const Field& f, const std::string& text, const std::string& origin) {
+  if (const std::optional<E> e = parse_enum<E>(text)) return *e;
+  const std::vector<std::string> names(EnumNames<E>::kNames.begin(), EnumNames<E>::kNames.end());
+  const std::string near = nearest_name(text, names);
+  throw ConfigError(fmt::format("{}.{} = {} in {}: allowed values are {}{}", f.section, f.key,
+                                toml_basic_string(cut(text, 40)), origin, enum_choices<E>(),
+                                near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near)));
+}
+
 // bare_text: for a key a --set gave, the text after "=" as typed; a string key takes it as it is
 // where TOML read another scalar from it (--set run.name=2024, --set fed.attack=nan).
 void assign(const Field& f, const toml::value& v, const std::string& origin,
@@ -316,6 +330,14 @@ void assign(const Field& f, const toml::value& v, const std::string& origin,
             *target = *bare_text;
           } else {
             type_error(f, v, origin, "a string");
+          }
+        } else if constexpr (NamedEnum<T>) {
+          if (v.is_string()) {
+            *target = parse_choice<T>(f, v.as_string().str, origin);
+          } else if (bare_text != nullptr && !v.is_array() && !v.is_table()) {
+            *target = parse_choice<T>(f, *bare_text, origin);
+          } else {
+            type_error(f, v, origin, fmt::format("one of {}", enum_choices<T>()).c_str());
           }
         } else if constexpr (std::is_same_v<T, bool>) {
           if (!v.is_boolean()) type_error(f, v, origin, "true or false");
@@ -458,6 +480,8 @@ std::string toml_scalar(const FieldTarget& target) {
           return s;
         } else if constexpr (std::is_same_v<T, std::string>) {
           return render(toml::value(*v));
+        } else if constexpr (NamedEnum<T>) {
+          return toml_basic_string(std::string(name_of(*v)));
         } else if constexpr (std::is_same_v<T, bool>) {
           return *v ? "true" : "false";
         } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
@@ -533,7 +557,8 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
   const auto& tables = root.as_table();
   const auto model = tables.find("model");
   const bool hidden_given = model != tables.end() && model->second.as_table().count("hidden") > 0;
-  if (config.model.kind == "cnn" && !hidden_given) config.model.hidden = ModelConfig::kCnnHidden;
+  if (config.model.kind == ModelKind::kCnn && !hidden_given)
+    config.model.hidden = ModelConfig::kCnnHidden;
   return config;
 }
 

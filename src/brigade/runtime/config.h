@@ -2,13 +2,38 @@
 // A run's configuration: plain structs with a documented default per field. Loaded from TOML
 // (configs/*.toml) with command-line overrides `--set section.key=value`, then validated as a
 // whole before any work starts; every error names the key, the value and what is allowed.
+#include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "brigade/base/named_enum.h"
 #include "brigade/fed/fed_config.h"
 
 namespace brigade {
+
+// model.kind: a GPT, or a classifier of 28x28 images (an MLP or a small CNN).
+enum class ModelKind { kGpt, kMlp, kCnn };
+template <>
+struct EnumNames<ModelKind> {
+  static constexpr std::array<std::string_view, 3> kNames = {"gpt", "mlp", "cnn"};
+};
+
+// sync.method: how data-parallel replicas agree (SyncConfig).
+enum class SyncKind { kDdp, kDiloco, kDemo, kPowerSgd, kSignEf, kTopK, kPs, kFed };
+template <>
+struct EnumNames<SyncKind> {
+  static constexpr std::array<std::string_view, 8> kNames = {"ddp",    "diloco", "demo", "powersgd",
+                                                             "signef", "topk",   "ps",   "fed"};
+};
+
+// Whether the method keeps gradients on each replica and exchanges something else, less often or
+// compressed (ReplicaSync, sync/replica_sync.h): every method but DDP, parameter servers and
+// federated learning.
+constexpr bool is_low_communication(SyncKind m) {
+  return m != SyncKind::kDdp && m != SyncKind::kPs && m != SyncKind::kFed;
+}
 
 struct RunConfig {
   std::string name = "default";  // the run folder is <out_dir>/<name>/
@@ -19,12 +44,12 @@ struct RunConfig {
 };
 
 struct ModelConfig {
-  std::string kind = "gpt";  // "gpt" | "mlp" | "cnn" (classifiers of 28x28 images)
-  int64_t vocab = 256;       // gpt: tokenizer vocabulary (256 for bytes)
-  int64_t seq_len = 128;     // gpt: context length
-  int64_t d_model = 128;     // gpt
-  int64_t n_layer = 4;       // gpt
-  int64_t n_head = 4;        // gpt
+  ModelKind kind = ModelKind::kGpt;
+  int64_t vocab = 256;    // gpt: tokenizer vocabulary (256 for bytes)
+  int64_t seq_len = 128;  // gpt: context length
+  int64_t d_model = 128;  // gpt
+  int64_t n_layer = 4;    // gpt
+  int64_t n_head = 4;     // gpt
   // gpt, mixture of experts (docs/parallelism.md): 0 = dense MLPs; else every moe_every-th
   // block has n_experts expert MLPs behind a top-k router.
   int64_t n_experts = 0;
@@ -47,7 +72,7 @@ struct ModelConfig {
   // a 28x28 image.
   std::vector<int64_t> channels = {6, 16};
 
-  bool is_classifier() const { return kind == "mlp" || kind == "cnn"; }
+  bool is_classifier() const { return kind != ModelKind::kGpt; }
 };
 
 struct DataConfig {
@@ -143,7 +168,7 @@ struct ParallelConfig {
 struct SyncConfig {
   // "ddp" | "diloco" | "demo" | "powersgd" | "signef" | "topk" | "ps" (parameter servers, [ps])
   // | "fed" (federated learning, [fed])
-  std::string method = "ddp";
+  SyncKind method = SyncKind::kDdp;
   // Wire format of the exchange; "auto" = the method's default (ddp: parallel.grad_wire,
   // signef: "1bit", others "f32"). ddp: f32, bf16; diloco: f32, int8, dct_topk, 1bit; demo:
   // f32, bf16, 1bit;

@@ -51,20 +51,18 @@ void require_real(double value, const char* key, double lo, double hi, bool lo_o
 }
 
 // The payloads each sync.method can put on the wire ("auto" is always allowed).
-std::vector<const char*> payloads_of(const std::string& method) {
-  if (method == "ddp") return {"auto", "f32", "bf16"};
-  if (method == "diloco")
+std::vector<const char*> payloads_of(SyncKind method) {
+  if (method == SyncKind::kDdp) return {"auto", "f32", "bf16"};
+  if (method == SyncKind::kDiloco)
     return {"auto", "f32", "int8", "dct_topk", "1bit", "powersgd", "powersgd_bf16"};
-  if (method == "demo") return {"auto", "f32", "bf16", "1bit"};
-  if (method == "powersgd") return {"auto", "f32"};
-  if (method == "signef") return {"auto", "1bit"};
-  if (method == "ps" || method == "fed") return {"auto", "f32"};
+  if (method == SyncKind::kDemo) return {"auto", "f32", "bf16", "1bit"};
+  if (method == SyncKind::kPowerSgd) return {"auto", "f32"};
+  if (method == SyncKind::kSignEf) return {"auto", "1bit"};
+  if (method == SyncKind::kPs || method == SyncKind::kFed) return {"auto", "f32"};
   return {"auto", "f32", "bf16"};  // topk
 }
 
 void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
-  require_one_of(sync.method, "sync.method",
-                 {"ddp", "diloco", "demo", "powersgd", "signef", "topk", "ps", "fed"});
   std::string list;
   bool known = false;
   for (const char* p : payloads_of(sync.method)) {
@@ -84,7 +82,7 @@ void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
   require_range(sync.sign_block, "sync.sign_block", 8, 1 << 30);
   require_real(sync.residual_decay, "sync.residual_decay", 0.0, 1.0, true);
   require_real(sync.quorum, "sync.quorum", 0.0, 1.0, true);
-  require(sync.quorum == 1.0 || sync.method == "diloco", "sync.quorum",
+  require(sync.quorum == 1.0 || sync.method == SyncKind::kDiloco, "sync.quorum",
           fmt::format("{}", sync.quorum),
           "only sync.method = \"diloco\" can leave replicas out (other methods exchange every "
           "step); use 1");
@@ -112,7 +110,7 @@ void validate_sync(const SyncConfig& sync, const ParallelConfig& parallel) {
   require_range(sync.powersgd_rank, "sync.powersgd_rank", 1, 1 << 16);
   require_real(sync.topk_fraction, "sync.topk_fraction", 0.0, 1.0, true);
   require_range(sync.topk_k, "sync.topk_k", 0, INT64_MAX);
-  if (sync.method == "ddp") {
+  if (sync.method == SyncKind::kDdp) {
     require(
         sync.payload == "auto" || parallel.grad_wire == "f32" || sync.payload == parallel.grad_wire,
         "sync.payload", fmt::format("\"{}\"", sync.payload),
@@ -137,15 +135,16 @@ void validate_ps(const PsConfig& ps, const SyncConfig& sync, const DataConfig& d
   require_range(ps.servers, "ps.servers", 1, 1024);
   require_one_of(ps.consistency, "ps.consistency", {"bsp", "ssp", "asp"});
   require_range(ps.staleness, "ps.staleness", 0, 1 << 20);
-  require(!ps.staleness_lr || ps.consistency != "bsp" || sync.method != "ps", "ps.staleness_lr",
-          "true", "applies to ps.consistency = \"ssp\" or \"asp\" (under bsp no update is stale)");
+  require(!ps.staleness_lr || ps.consistency != "bsp" || sync.method != SyncKind::kPs,
+          "ps.staleness_lr", "true",
+          "applies to ps.consistency = \"ssp\" or \"asp\" (under bsp no update is stale)");
   require_range(ps.aggregate, "ps.aggregate", 1, 1 << 20);
-  require(ps.aggregate == 1 || ps.consistency != "bsp" || sync.method != "ps", "ps.aggregate",
-          std::to_string(ps.aggregate),
+  require(ps.aggregate == 1 || ps.consistency != "bsp" || sync.method != SyncKind::kPs,
+          "ps.aggregate", std::to_string(ps.aggregate),
           "applies to ps.consistency = \"ssp\" or \"asp\" (bsp applies every worker's push as "
           "one update already)");
   require_one_of(ps.assignment, "ps.assignment", {"static", "dynamic"});
-  if (sync.method != "ps" || ps.assignment != "dynamic") return;
+  if (sync.method != SyncKind::kPs || ps.assignment != "dynamic") return;
   require(ps.consistency != "bsp", "ps.assignment", "\"dynamic\"",
           "needs ps.consistency = \"ssp\" or \"asp\": under bsp every worker trains each step, "
           "so there is nothing to hand out");
@@ -275,10 +274,10 @@ void validate_fed(const FedConfig& fed, const SyncConfig& sync, const ModelConfi
   require_range(fed.eval_every, "fed.eval_every", 0, 1 << 24);
   require_range(fed.ckpt_every, "fed.ckpt_every", 0, 1 << 24);
   validate_fed_trust(fed);
-  if (sync.method != "fed") return;
+  if (sync.method != SyncKind::kFed) return;
   // Clients read the folders `brigade partition` writes: images for the classifiers, text
   // (train.txt) for a GPT.
-  if (model.kind == "gpt") {
+  if (model.kind == ModelKind::kGpt) {
     require(data.source == "text", "data.source", quote(data.source),
             "a federated GPT's clients read text folders written by `brigade partition --data "
             "text`: use \"text\"");
@@ -323,7 +322,7 @@ void validate_lora(const ModelConfig& model, const SyncConfig& sync) {
   if (model.lora_rank == 0) return;
   const std::string rank = fmt::format("{}", model.lora_rank);
   require(
-      model.kind == "gpt", "lora.rank", rank,
+      model.kind == ModelKind::kGpt, "lora.rank", rank,
       fmt::format("adapters are for GPT models; model.kind = \"{}\" has none (use 0)", model.kind));
   require(!model.lora_targets.empty(), "lora.targets", "[]",
           "must name at least one layer to adapt with lora.rank > 0 (\"attn.c_attn\", "
@@ -336,7 +335,7 @@ void validate_lora(const ModelConfig& model, const SyncConfig& sync) {
           fmt::format("adapters are supported on dense GPT blocks only (model.n_experts = {}); "
                       "use model.n_experts = 0",
                       model.n_experts));
-  require(sync.method == "ddp", "lora.rank", rank,
+  require(sync.method == SyncKind::kDdp, "lora.rank", rank,
           fmt::format("needs sync.method = \"ddp\" (the base weights are frozen, which "
                       "sync.method = \"{}\" does not apply)",
                       sync.method));
@@ -359,7 +358,7 @@ void validate_moe(const ModelConfig& model, const ParallelConfig& parallel) {
           "must be 1 without mixture-of-experts blocks (model.n_experts = 0): there are no "
           "experts to split");
   if (model.n_experts == 0) return;
-  require(model.kind == "gpt", "model.n_experts", model.n_experts,
+  require(model.kind == ModelKind::kGpt, "model.n_experts", model.n_experts,
           fmt::format("mixture-of-experts blocks need model.kind = \"gpt\" (got \"{}\"); use 0",
                       model.kind));
   require(model.moe_top_k <= model.n_experts, "model.moe_top_k", model.moe_top_k,
@@ -391,7 +390,7 @@ void validate_data_fields(const DataConfig& data, const ParallelConfig& parallel
   const bool instruction = !data.prompt_field.empty() || !data.response_field.empty();
   // A federation's text is each client's folder (fed.client_data) and the coordinator's
   // fed.test_data: no process reads data.path (validate_fed).
-  const bool federated = sync.method == "fed";
+  const bool federated = sync.method == SyncKind::kFed;
   require(federated || !data.path.empty() || (data.source != "text" && data.source != "jsonl"),
           "data.path", "\"\"",
           fmt::format("data.source = {} needs a file, a folder or a glob of files",
@@ -441,14 +440,15 @@ void validate_model_parallel(const ParallelConfig& parallel, const SyncConfig& s
   if (!model_parallel) return;
   const std::string layout = fmt::format("parallel.tp = {}, parallel.pp = {}, parallel.ep = {}",
                                          parallel.tp, parallel.pp, parallel.ep);
-  require(model.kind == "gpt", "model.kind", fmt::format("\"{}\"", model.kind),
+  require(model.kind == ModelKind::kGpt, "model.kind", fmt::format("\"{}\"", model.kind),
           fmt::format("must be \"gpt\" with {} (only the GPT has tensor-parallel and pipeline "
                       "pieces)",
                       layout));
   // Every replica sync method runs per pipeline chunk over the dp group (train/
   // model_parallel_engine.cc). Not yet: parameter servers and federations hold whole models;
   // a quorum's decision is per rank, and a replica's ranks would have to agree on it.
-  require(sync.method != "ps" && sync.method != "fed", "sync.method", quote(sync.method),
+  require(sync.method != SyncKind::kPs && sync.method != SyncKind::kFed, "sync.method",
+          fmt::format("\"{}\"", sync.method),
           fmt::format("is not supported with {} yet: parameter servers and federated clients "
                       "hold whole models (use \"ddp\", \"diloco\", \"demo\", \"powersgd\", "
                       "\"signef\" or \"topk\")",
@@ -459,9 +459,10 @@ void validate_model_parallel(const ParallelConfig& parallel, const SyncConfig& s
   // replica's dense tensors would drift apart. Elementwise or per-tensor exchanges do not.
   const std::string payload = sync.payload == "auto" ? "f32" : sync.payload;
   const bool per_tensor =
-      sync.method == "ddp" || sync.method == "demo" || sync.method == "powersgd" ||
-      (sync.method == "diloco" && (payload == "f32" || payload.rfind("powersgd", 0) == 0));
-  require(parallel.ep == 1 || per_tensor, "sync.method", quote(sync.method),
+      sync.method == SyncKind::kDdp || sync.method == SyncKind::kDemo ||
+      sync.method == SyncKind::kPowerSgd ||
+      (sync.method == SyncKind::kDiloco && (payload == "f32" || payload.rfind("powersgd", 0) == 0));
+  require(parallel.ep == 1 || per_tensor, "sync.method", fmt::format("\"{}\"", sync.method),
           fmt::format("with sync.payload = {} is not supported with parallel.ep = {} yet: its "
                       "compression chooses across tensors, so the ep ranks of a replica would "
                       "drift apart in their dense tensors (use \"diloco\" with f32 or powersgd "
@@ -489,8 +490,7 @@ void Config::validate() const {
   require_one_of(run.resume, "run.resume", {"auto", "never"});
   require_range(run.stop_after, "run.stop_after", 0, INT64_MAX);
 
-  require_one_of(model.kind, "model.kind", {"gpt", "mlp", "cnn"});
-  if (model.kind == "gpt") {
+  if (model.kind == ModelKind::kGpt) {
     require_one_of(data.source, "data.source", {"fortunes", "text", "jsonl", "shards"});
     require_one_of(data.tokenizer, "data.tokenizer", {"byte", "bpe"});
     if (model.vocab == 0) {
@@ -520,11 +520,11 @@ void Config::validate() const {
     require_one_of(data.source, "data.source", {"fashion_mnist"});
     // The CNN may go from its conv stages straight to the output layer; an MLP without a
     // hidden layer would be softmax regression.
-    require(model.kind == "cnn" || !model.hidden.empty(), "model.hidden", "[]",
+    require(model.kind == ModelKind::kCnn || !model.hidden.empty(), "model.hidden", "[]",
             "needs at least one hidden layer");
     for (int64_t h : model.hidden) require_range(h, "model.hidden[i]", 1, 1 << 20);
   }
-  if (model.kind == "cnn") {
+  if (model.kind == ModelKind::kCnn) {
     require(!model.channels.empty() && model.channels.size() <= 2, "model.channels",
             fmt::format("[{}]", fmt::join(model.channels, ", ")),
             "needs 1 or 2 conv stages: conv 5x5 and max-pool 2x2 take a 28x28 image to 12x12, "
@@ -571,7 +571,7 @@ void Config::validate() const {
             "each pattern must be a glob of 1..256 characters over tensor names (\"wte\", "
             "\"h.0.*\")");
   }
-  require(train.freeze.empty() || sync.method == "ddp", "train.freeze",
+  require(train.freeze.empty() || sync.method == SyncKind::kDdp, "train.freeze",
           fmt::format("[{} pattern(s)]", train.freeze.size()),
           fmt::format("needs sync.method = \"ddp\" (DDP, ZeRO, tensor and pipeline parallelism); "
                       "sync.method = \"{}\" updates parameters its own way",
@@ -594,7 +594,7 @@ void Config::validate() const {
   require_real(parallel.bucket_mb, "parallel.bucket_mb", 0.0, 1 << 16, true);
   require_one_of(parallel.grad_wire, "parallel.grad_wire", {"f32", "bf16"});
   require_range(parallel.zero, "parallel.zero", 0, 3);
-  require(parallel.zero < 3 || model.kind == "gpt", "parallel.zero", parallel.zero,
+  require(parallel.zero < 3 || model.kind == ModelKind::kGpt, "parallel.zero", parallel.zero,
           fmt::format("ZeRO-3 gathers parameters layer group by layer group, which model.kind = "
                       "\"{}\" does not announce; use zero <= 2 or model.kind = \"gpt\"",
                       model.kind));
@@ -609,7 +609,7 @@ void Config::validate() const {
   validate_fed(fed, sync, model, data, parallel);
   validate_model_parallel(parallel, sync, model);
   if (train.recompute == "block") {
-    require(model.kind == "gpt", "train.recompute", "\"block\"",
+    require(model.kind == ModelKind::kGpt, "train.recompute", "\"block\"",
             fmt::format("recomputes GPT blocks; model.kind = \"{}\" has none (use \"none\")",
                         model.kind));
     require(parallel.schedule != "zb-h1" || parallel.pp == 1, "train.recompute", "\"block\"",
@@ -624,7 +624,8 @@ void Config::validate() const {
   // A worker waiting at the staleness bound gives up after comm.timeout_s: a silent worker must
   // leave the bound before that.
   require_real(ps.worker_timeout_s, "ps.worker_timeout_s", 0.0, 86400.0, true);
-  require(sync.method != "ps" || ps.consistency == "bsp" || ps.worker_timeout_s < comm.timeout_s,
+  require(sync.method != SyncKind::kPs || ps.consistency == "bsp" ||
+              ps.worker_timeout_s < comm.timeout_s,
           "ps.worker_timeout_s", ps.worker_timeout_s,
           fmt::format("must stay below comm.timeout_s = {} under ps.consistency = \"{}\" (the "
                       "others' wait at the staleness bound for a silent worker)",

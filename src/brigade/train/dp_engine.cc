@@ -75,7 +75,7 @@ class DpEngine final : public TrainEngine {
                       ? " (parallel.zero ignored: one process has nothing to shard)"
                       : "");
     ctx_.log.info("replicas sync by {}{}", describe_sync(config_.sync, config_.parallel),
-                  config_.sync.method != "ddp" && !replica_ && !ps_
+                  config_.sync.method != SyncKind::kDdp && !replica_ && !ps_
                       ? " (ignored: one process has no replica to sync with; plain local training)"
                       : "");
     if (ps_) {
@@ -96,7 +96,8 @@ class DpEngine final : public TrainEngine {
         "examples{}",
         config_.model.kind, model_->num_params(), config_.train.optimizer, config_.train.steps,
         config_.train.grad_accum, dp_size_, config_.train.micro_batch,
-        config_.model.kind == "gpt" ? fmt::format(" of {} tokens", config_.context()) : "");
+        config_.model.kind == ModelKind::kGpt ? fmt::format(" of {} tokens", config_.context())
+                                              : "");
     if (!freeze_patterns(config_).empty()) ctx_.log.info("{}", describe_freeze(freeze_));
   }
 
@@ -312,10 +313,6 @@ class DpEngine final : public TrainEngine {
 };
 
 }  // namespace
-
-int64_t dp_degree(const Config& config, const ProcessGroup& group) {
-  return resolve_dp_degree(config, group.size());
-}
 
 std::unique_ptr<TrainEngine> make_dp_engine(TrainContext& ctx, int64_t dp) {
   return std::make_unique<DpEngine>(ctx, dp);

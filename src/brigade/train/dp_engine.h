@@ -9,11 +9,8 @@
 
 namespace brigade {
 
-// The data-parallel degree of a job: parallel.dp, which must cover every process (0: all).
-// Throws ConfigError otherwise.
-int64_t dp_degree(const Config& config, const ProcessGroup& group);
-
-// Builds the model, its strategy and the data loader of this rank's slice; dp = dp_degree().
+// Builds the model, its strategy and the data loader of this rank's slice; dp: the plan's
+// (job_plan.h), every trainer of the job.
 std::unique_ptr<TrainEngine> make_dp_engine(TrainContext& ctx, int64_t dp);
 
 }  // namespace brigade

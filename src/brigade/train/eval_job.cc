@@ -17,10 +17,9 @@
 #include "brigade/monitor/timer.h"
 #include "brigade/runtime/process_group.h"
 #include "brigade/train/checkpointing.h"
-#include "brigade/train/dp_engine.h"
-#include "brigade/train/hybrid_layout.h"
+#include "brigade/train/engines.h"
 #include "brigade/train/job_check.h"
-#include "brigade/train/model_parallel_engine.h"
+#include "brigade/train/job_plan.h"
 #include "brigade/train/trainer.h"
 #include "brigade/train/training_loop.h"
 
@@ -72,10 +71,7 @@ int run_eval_job(const EvalJob& job) {
   detail::set_log_rank(group.rank());
   TrainContext ctx(config, group, RunFolder{.root = dir},
                    load_evaluation_data(config, checkpoint_tokenizer(reader), dir, job.whole));
-  std::unique_ptr<TrainEngine> engine =
-      is_model_parallel(config)
-          ? make_model_parallel_engine(ctx, model_parallel_layout(config, group))
-          : make_dp_engine(ctx, dp_degree(config, group));
+  std::unique_ptr<TrainEngine> engine = make_train_engine(ctx, plan_job(config, group.size()));
   engine->initialize(static_cast<uint64_t>(config.run.seed));
   int64_t step = 0;
   load_initial_weights(dir, group.world.get(), engine->checkpoint_pieces(), &step);
@@ -86,7 +82,7 @@ int run_eval_job(const EvalJob& job) {
   const double seconds = watch.seconds();
   if (group.rank() != 0) return 0;
 
-  const bool gpt = config.model.kind == "gpt";
+  const bool gpt = config.model.kind == ModelKind::kGpt;
   nlohmann::json figures = {{"checkpoint", dir},         {"step", step},
                             {"data", ctx.data.summary},  {"ranks", group.size()},
                             {"examples", sums.examples}, {"loss", sums.loss()},

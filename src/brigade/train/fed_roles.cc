@@ -271,41 +271,8 @@ std::string with_client(const std::string& pattern, int client) {
   return fill_placeholder(pattern, "{client}", client);
 }
 
-int federation_clients(const Config& config, int world) {
-  if (world < 2) {
-    throw ConfigError(
-        "sync.method = \"fed\": the job has 1 process; a federation needs a coordinator (rank "
-        "0) and at least one client (start N + 1 processes for N clients)");
-  }
-  const int clients = world - 1;
-  if (config.fed.clients != 0 && config.fed.clients != clients) {
-    throw ConfigError(fmt::format(
-        "fed.clients = {}: the job has {} process(es), a coordinator and {} client(s); leave it "
-        "at 0 under `brigade launch` (it is for `brigade fed-server`)",
-        config.fed.clients, world, clients));
-  }
-  if (config.fed.attackers >= clients) {
-    throw ConfigError(fmt::format(
-        "fed.attackers = {}: the job has {} client(s); at least one client must be honest",
-        config.fed.attackers, clients));
-  }
-  if (config.fed.secure_aggregation && clients > 255) {
-    throw ConfigError(fmt::format(
-        "fed.secure_aggregation = true: the job has {} clients; secure aggregation shares keys "
-        "among at most 255 (Shamir over GF(2^8))",
-        clients));
-  }
-  if (config.fed.min_clients > clients) {
-    throw ConfigError(fmt::format(
-        "fed.min_clients = {}: the job has {} process(es), a coordinator and {} client(s); "
-        "start at least {} processes or lower fed.min_clients",
-        config.fed.min_clients, world, clients, config.fed.min_clients + 1));
-  }
-  return clients;
-}
-
-int train_federated(const Config& config, ProcessGroup group) {
-  const int clients = federation_clients(config, group.size());
+int train_federated(const Config& config, ProcessGroup group, const JobPlan& plan) {
+  const int clients = static_cast<int>(plan.trainers);
   Store* store = group.world_options.store.get();
   if (group.rank() == 0) return coordinate(config, store, clients);
   return serve_as_client(config, store, group.rank() - 1, clients);
@@ -322,7 +289,7 @@ void require_key(const std::string& value, const char* key, const char* command,
 
 // What both commands of a federation started by hand need: a federation, and its size.
 void check_started_by_hand(const Config& config, const char* command) {
-  if (config.sync.method != "fed") {
+  if (config.sync.method != SyncKind::kFed) {
     throw ConfigError(
         fmt::format("sync.method = \"{}\": `brigade {}` runs a federation; set "
                     "sync.method = \"fed\"",

@@ -10,20 +10,18 @@
 
 #include "brigade/runtime/config.h"
 #include "brigade/runtime/process_group.h"
+#include "brigade/train/job_plan.h"
 
 namespace brigade {
-
-// The number of clients of a job of `world` processes; throws ConfigError when no client would
-// be left or fewer than fed.min_clients.
-int federation_clients(const Config& config, int world);
 
 // fed.client_data for client k.
 std::string client_data_folder(const FedConfig& fed, int client);
 // `pattern` with every "{client}" replaced by the client's index.
 std::string with_client(const std::string& pattern, int client);
 
-// Runs this process's role; returns the exit code.
-int train_federated(const Config& config, ProcessGroup group);
+// Runs this process's role (plan: plan_job over the group, roles = kFederation); returns the
+// exit code.
+int train_federated(const Config& config, ProcessGroup group, const JobPlan& plan);
 
 // A federation started by hand, one process per role, with no launcher or store between them
 // (docs/federated.md, "Started by hand"): membership is fed.client_public's keys, the run tag

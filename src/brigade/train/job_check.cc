@@ -15,10 +15,8 @@
 #include "brigade/runtime/run_folder.h"
 #include "brigade/sync/lowcomm/quorum_exchange.h"
 #include "brigade/train/checkpointing.h"
-#include "brigade/train/fed_roles.h"
-#include "brigade/train/hybrid_layout.h"
+#include "brigade/train/job_plan.h"
 #include "brigade/train/model_factory.h"
-#include "brigade/train/ps_roles.h"
 #include "brigade/train/sync_strategy.h"
 
 namespace brigade {
@@ -54,37 +52,16 @@ void check_resume_fits(const Config& config, int64_t replicas) {
 
 }  // namespace
 
-int64_t resolve_dp_degree(const Config& config, int64_t world_size) {
-  const int64_t dp = config.parallel.dp == 0 ? world_size : config.parallel.dp;
-  if (dp != world_size) {
-    throw ConfigError(
-        fmt::format("parallel.dp = {}: the job has {} processes (dp = 0 uses them all)",
-                    config.parallel.dp, world_size));
-  }
-  return dp;
-}
-
 void check_world_size(const Config& config, int64_t world_size) {
-  const int world = static_cast<int>(world_size);
-  if (config.sync.method == "ps") {
-    ps_workers(config, world);
-  } else if (config.sync.method == "fed") {
-    federation_clients(config, world);
-  } else if (is_model_parallel(config)) {
-    // A low-communication method's replicas are the dp coordinates (model_parallel_engine.cc).
-    const int64_t dp = resolve_hybrid_layout(config, world_size).shape.dp;
-    check_outer_quorum(config.sync, dp);
-    check_resume_fits(config, dp);
-  } else {
-    const int64_t dp = resolve_dp_degree(config, world_size);
-    check_outer_quorum(config.sync, dp);
-    check_resume_fits(config, dp);
-  }
+  const JobPlan plan = plan_job(config, world_size);
+  if (plan.roles != JobRoles::kReplicas) return;
+  check_outer_quorum(config.sync, plan.sync_replicas);
+  check_resume_fits(config, plan.sync_replicas);
 }
 
 void check_outer_quorum(const SyncConfig& s, int64_t replicas) {
   const bool krum = s.outer_aggregator == "krum" || s.outer_aggregator == "multi_krum";
-  if (s.method != "diloco" || s.quorum >= 1.0 || !krum) return;
+  if (s.method != SyncKind::kDiloco || s.quorum >= 1.0 || !krum) return;
   const int required = quorum_required(s.quorum, static_cast<int>(replicas));
   if (required <= 2 * s.outer_byzantine + 2) {
     throw ConfigError(fmt::format(
@@ -150,7 +127,7 @@ void check_data_paths(const Config& config) {
         init_from));
   }
   // A federation's clients read their own folders (fed.client_data), on their own hosts.
-  if (config.sync.method == "fed" && !config.fed.client_data.empty()) return;
+  if (config.sync.method == SyncKind::kFed && !config.fed.client_data.empty()) return;
   const DataConfig& data = config.data;
   if (data.source == "fortunes") {
     require_folder(data.path.empty() ? kDefaultFortunesDir : data.path,

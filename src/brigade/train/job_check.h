@@ -8,13 +8,10 @@
 
 namespace brigade {
 
-// The data-parallel degree of a plain data-parallel job (DDP, ZeRO, the low-communication
-// methods): parallel.dp, or world_size when it is 0. ConfigError unless it equals world_size.
-int64_t resolve_dp_degree(const Config& config, int64_t world_size);
-
-// Refuses, with a ConfigError printing every factor, a config its world cannot run: the hybrid
-// mesh (train/hybrid_layout.h), parameter servers that leave no worker, a federation without a
-// coordinator and fed.min_clients clients, a parallel.dp that is not the world size, a resume
+// Refuses, with a ConfigError printing every factor, a config its world cannot run: the job's
+// plan (job_plan.h: the roles and the hybrid mesh, parameter servers that leave no worker, a
+// federation without a coordinator and fed.min_clients clients, a parallel.dp that is not the
+// world size), a DiLoCo quorum too small for its aggregator, a resume
 // (run.resume = "auto") of a low-communication method's checkpoint under another method or
 // number of replicas.
 void check_world_size(const Config& config, int64_t world_size);

@@ -10,12 +10,13 @@ namespace brigade {
 
 std::unique_ptr<Model> make_model(const ModelConfig& config, int64_t max_batch,
                                   bool recompute_blocks) {
-  if (config.kind == "mlp") {
+  if (config.kind == ModelKind::kMlp) {
     MlpConfig mlp;
     mlp.hidden = config.hidden;
     return std::make_unique<MlpClassifier>(mlp, max_batch);
   }
-  if (config.kind == "cnn") return std::make_unique<CnnClassifier>(cnn_config(config), max_batch);
+  if (config.kind == ModelKind::kCnn)
+    return std::make_unique<CnnClassifier>(cnn_config(config), max_batch);
   GptConfig gpt = gpt_config(config);
   gpt.recompute_blocks = recompute_blocks;
   return std::make_unique<Gpt>(gpt, max_batch);

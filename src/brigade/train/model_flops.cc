@@ -5,8 +5,8 @@
 namespace brigade {
 
 double train_flops_per_example(const ModelConfig& m, int64_t num_params) {
-  if (m.kind == "cnn") return cnn_flops_per_example(cnn_config(m));
-  if (m.kind != "gpt") return 6.0 * static_cast<double>(num_params);
+  if (m.kind == ModelKind::kCnn) return cnn_flops_per_example(cnn_config(m));
+  if (m.kind != ModelKind::kGpt) return 6.0 * static_cast<double>(num_params);
   const double C = static_cast<double>(m.d_model), T = static_cast<double>(m.seq_len);
   double matmul_params = static_cast<double>(m.vocab) * C;  // the tied head
   for (int64_t l = 0; l < m.n_layer; ++l) {

@@ -96,7 +96,7 @@ class ModelParallelEngine final : public TrainEngine {
         ctx_.folder.root, ctx_.rank, ctx_.group.size(), ctx_.group.env.source, layout_.to_string(),
         pp_rank_, dp_rank_, ep_rank_, tp_rank_);
     ctx_.log.info("replicas sync by {}{}", describe_sync(config_.sync, config_.parallel),
-                  config_.sync.method != "ddp" && replica_syncs_.empty()
+                  config_.sync.method != SyncKind::kDdp && replica_syncs_.empty()
                       ? " (ignored: one replica has no other to sync with; plain local training)"
                   : replica_syncs_.empty() ? ""
                                            : ", each pipeline chunk's shard over its dp group");
@@ -175,7 +175,10 @@ class ModelParallelEngine final : public TrainEngine {
   void average_own_dense_over_ep(size_t chunk);
   // The replicas the sync method counts: dp x ep for DDP (every one reads its own data); the dp
   // coordinates for a low-communication method (a replica is its ep, tp and pp groups).
-  int sync_replicas() const { return replica_syncs_.empty() ? replicas_ : layout_.shape.dp; }
+  // (JobPlan::sync_replicas, which the launcher checked resumes against.)
+  int sync_replicas() const {
+    return is_low_communication(config_.sync.method) ? layout_.shape.dp : replicas_;
+  }
   // The whole model's tp = 1 layout (checkpoint names; streaming DiLoCo's fragments).
   static ParamLayout whole_layout(const Config& config);
 
@@ -274,7 +277,7 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
   // A low-communication method's replicas are the dp coordinates: with ep > 1 a replica is its
   // ep group (which routes tokens to each other's experts every step), as it is its tp and pp
   // groups.
-  const bool replica_sync = config_.sync.method != "ddp" && layout_.shape.dp > 1;
+  const bool replica_sync = config_.sync.method != SyncKind::kDdp && layout_.shape.dp > 1;
   const WireDtype wire = gradient_wire(config_);
   norm_layouts_.reserve(chunks_.size());
   for (size_t i = 0; i < chunks_.size(); ++i) {
@@ -614,16 +617,6 @@ std::vector<CommChannel> ModelParallelEngine::comm_channels() {
 }
 
 }  // namespace
-
-HybridLayout model_parallel_layout(const Config& config, const ProcessGroup& group) {
-  if (!group.world) {
-    throw ConfigError(fmt::format(
-        "parallel.tp = {}, parallel.pp = {}, parallel.ep = {} need tp x pp x ep processes; this "
-        "is one process (start it with brigade launch --nproc N)",
-        config.parallel.tp, config.parallel.pp, config.parallel.ep));
-  }
-  return resolve_hybrid_layout(config, group.size());
-}
 
 std::unique_ptr<TrainEngine> make_model_parallel_engine(TrainContext& ctx, HybridLayout layout) {
   return std::make_unique<ModelParallelEngine>(ctx, std::move(layout));

@@ -11,11 +11,8 @@
 
 namespace brigade {
 
-// Checks that config's model-parallel layout fits the joined group, before anything is
-// created. Throws ConfigError (one process; a layout that does not divide the world).
-HybridLayout model_parallel_layout(const Config& config, const ProcessGroup& group);
-
-// Builds the mesh (collective), this rank's pipeline chunks, their optimizers and the executor.
+// Builds the mesh (collective), this rank's pipeline chunks, their optimizers and the executor;
+// layout: the plan's (job_plan.h).
 std::unique_ptr<TrainEngine> make_model_parallel_engine(TrainContext& ctx, HybridLayout layout);
 
 }  // namespace brigade

@@ -8,7 +8,7 @@
 #include "brigade/runtime/interrupt.h"
 #include "brigade/sync/ps/ps_rendezvous.h"
 #include "brigade/sync/ps/ps_server.h"
-#include "brigade/train/dp_engine.h"
+#include "brigade/train/engines.h"
 #include "brigade/train/model_factory.h"
 #include "brigade/train/training_loop.h"
 
@@ -84,25 +84,8 @@ int serve_parameters(const Config& config, ProcessGroup& group, int workers) {
 
 }  // namespace
 
-int ps_workers(const Config& config, int world) {
-  const int64_t workers = world - config.ps.servers;
-  if (workers < 1) {
-    throw ConfigError(
-        fmt::format("ps.servers = {}: the job has {} process(es), so none would be "
-                    "left to train; use at most {} servers or start more processes",
-                    config.ps.servers, world, world - 1));
-  }
-  if (config.ps.aggregate > workers) {
-    throw ConfigError(fmt::format(
-        "ps.aggregate = {}: one update would average more than a global batch (the job has {} "
-        "worker(s), each pushing its slice of it); use 1..{}",
-        config.ps.aggregate, workers, workers));
-  }
-  return static_cast<int>(workers);
-}
-
-int train_with_parameter_servers(const Config& config, ProcessGroup group) {
-  const int workers = ps_workers(config, group.size());
+int train_with_parameter_servers(const Config& config, ProcessGroup group, const JobPlan& plan) {
+  const int workers = static_cast<int>(plan.trainers);
   if (group.rank() >= workers) return serve_parameters(config, group, workers);
   // The workers' own group: the loop's collectives (loss, evaluation, checkpoints) must not
   // wait for servers, which run no loop. Under ssp and asp the workers step independently and
@@ -119,7 +102,7 @@ int train_with_parameter_servers(const Config& config, ProcessGroup group) {
     worker_group.world = create_communicator(worker_group.world_options);
   worker_group.heartbeat = std::move(group.heartbeat);
   TrainContext ctx(config, worker_group);
-  std::unique_ptr<TrainEngine> engine = make_dp_engine(ctx, dp_degree(config, worker_group));
+  std::unique_ptr<TrainEngine> engine = make_train_engine(ctx, plan);
   return run_training(ctx, *engine);
 }
 

@@ -8,14 +8,12 @@
 // gradients and pulls parameters.
 #include "brigade/runtime/config.h"
 #include "brigade/runtime/process_group.h"
+#include "brigade/train/job_plan.h"
 
 namespace brigade {
 
-// The number of workers of a job of `world` processes; throws ConfigError naming ps.servers
-// when no process would be left to train.
-int ps_workers(const Config& config, int world);
-
-// Runs this process's role; returns the exit code.
-int train_with_parameter_servers(const Config& config, ProcessGroup group);
+// Runs this process's role (plan: plan_job over the group, roles = kParameterServers); returns
+// the exit code.
+int train_with_parameter_servers(const Config& config, ProcessGroup group, const JobPlan& plan);
 
 }  // namespace brigade

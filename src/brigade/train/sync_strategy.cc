@@ -26,7 +26,7 @@ std::unique_ptr<SyncMethod> make_method(const Config& config, const SyncedParams
   const SyncConfig& s = config.sync;
   const std::string payload = resolved_payload(s, config.parallel);
   const ParamLayout& layout = *synced.layout;
-  if (s.method == "diloco") {
+  if (s.method == SyncKind::kDiloco) {
     DilocoConfig c{
         .outer_lr = static_cast<float>(s.outer_lr),
         .momentum = static_cast<float>(s.outer_momentum),
@@ -69,7 +69,7 @@ std::unique_ptr<SyncMethod> make_method(const Config& config, const SyncedParams
     return std::make_unique<DilocoSync>(c, s.inner_steps, static_cast<int>(s.fragments), layout,
                                         synced.params, std::move(quorum), synced.whole);
   }
-  if (s.method == "demo") {
+  if (s.method == SyncKind::kDemo) {
     DemoConfig c{.beta = static_cast<float>(s.demo_beta),
                  .k = static_cast<int>(s.demo_k),
                  .max_chunk = static_cast<int>(s.demo_max_chunk),
@@ -78,14 +78,14 @@ std::unique_ptr<SyncMethod> make_method(const Config& config, const SyncedParams
     c.validate();
     return std::make_unique<DemoSync>(c, layout);
   }
-  if (s.method == "powersgd") {
+  if (s.method == SyncKind::kPowerSgd) {
     PowerSgdConfig c{.rank = static_cast<int>(s.powersgd_rank),
                      .seed = static_cast<uint64_t>(config.run.seed)};
     c.validate();
     return std::make_unique<PowerSgdSync>(c, layout);
   }
-  if (s.method == "signef") return std::make_unique<SignEfSync>(layout);
-  if (s.method == "topk") {
+  if (s.method == SyncKind::kSignEf) return std::make_unique<SignEfSync>(layout);
+  if (s.method == SyncKind::kTopK) {
     const int64_t n = synced.size();
     const int64_t model_params = synced.whole ? synced.whole->total() : n;
     if (s.topk_k > model_params) {
@@ -113,7 +113,7 @@ int64_t gradient_bucket_floats(const ParallelConfig& parallel) {
 }
 
 WireDtype gradient_wire(const Config& config) {
-  const std::string wire = config.sync.method == "ddp"
+  const std::string wire = config.sync.method == SyncKind::kDdp
                                ? resolved_payload(config.sync, config.parallel)
                                : config.parallel.grad_wire;
   return wire == "bf16" ? WireDtype::kBF16 : WireDtype::kF32;
@@ -121,8 +121,8 @@ WireDtype gradient_wire(const Config& config) {
 
 std::string resolved_payload(const SyncConfig& sync, const ParallelConfig& parallel) {
   if (sync.payload != "auto") return sync.payload;
-  if (sync.method == "ddp") return parallel.grad_wire;
-  if (sync.method == "signef") return "1bit";
+  if (sync.method == SyncKind::kDdp) return parallel.grad_wire;
+  if (sync.method == SyncKind::kSignEf) return "1bit";
   return "f32";
 }
 
@@ -145,7 +145,7 @@ std::string describe_outer_payload(const SyncConfig& s, const std::string& paylo
 
 std::string describe_sync(const SyncConfig& s, const ParallelConfig& parallel) {
   const std::string payload = resolved_payload(s, parallel);
-  if (s.method == "diloco") {
+  if (s.method == SyncKind::kDiloco) {
     return fmt::format("diloco (H = {}, outer lr {}, momentum {}{}, {} pseudo-gradient{}{})",
                        s.inner_steps, s.outer_lr, s.outer_momentum, s.nesterov ? " Nesterov" : "",
                        describe_outer_payload(s, payload),
@@ -154,19 +154,19 @@ std::string describe_sync(const SyncConfig& s, const ParallelConfig& parallel) {
                                                     s.quorum, s.outer_deadline_s)
                                       : "");
   }
-  if (s.method == "demo") {
+  if (s.method == SyncKind::kDemo) {
     return fmt::format("demo (beta {}, k {} per chunk of edge <= {}, {} values)", s.demo_beta,
                        s.demo_k, s.demo_max_chunk, payload);
   }
-  if (s.method == "powersgd") return fmt::format("powersgd (rank {})", s.powersgd_rank);
-  if (s.method == "signef") return "signef (1 bit per value, error feedback)";
-  if (s.method == "topk") {
+  if (s.method == SyncKind::kPowerSgd) return fmt::format("powersgd (rank {})", s.powersgd_rank);
+  if (s.method == SyncKind::kSignEf) return "signef (1 bit per value, error feedback)";
+  if (s.method == SyncKind::kTopK) {
     return s.topk_k > 0
                ? fmt::format("topk ({} entries, {} values, error feedback)", s.topk_k, payload)
                : fmt::format("topk (fraction {}, {} values, error feedback)", s.topk_fraction,
                              payload);
   }
-  if (s.method == "ps") return "parameter servers";
+  if (s.method == SyncKind::kPs) return "parameter servers";
   return fmt::format("ddp ({} gradients)", payload);
 }
 
@@ -185,9 +185,11 @@ void check_sync_record(const nlohmann::json& saved_state, const Config& config, 
   const int64_t saved_replicas =
       r != saved.end() && r->is_number_integer() ? r->get<int64_t>() : replicas;
   // DDP and parameter servers save the same state (parameters, optimizer state per tensor).
+  // The saved name is the file's text, compared as text (an unknown one is simply another method).
+  const std::string current(name_of(config.sync.method));
   auto exact = [](const std::string& m) { return m == "ddp" || m == "ps"; };
-  if (exact(method) && exact(config.sync.method)) return;
-  if (method == config.sync.method && saved_replicas == replicas) return;
+  if (exact(method) && exact(current)) return;
+  if (method == current && saved_replicas == replicas) return;
   throw ConfigError(fmt::format(
       "{} was written with sync.method = \"{}\" on {} replicas; this run has sync.method = "
       "\"{}\" on {}. Low-communication methods keep state per replica, so resume with the same "
@@ -200,7 +202,7 @@ std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicato
                                                std::shared_ptr<Store> store,
                                                std::function<void(const std::string&)> log,
                                                int rank, int ranks) {
-  if (config.sync.method == "ps") {
+  if (config.sync.method == SyncKind::kPs) {
     BRIGADE_CHECK(store) << "parameter-server workers need the job's store";
     return std::make_unique<PsWorker>(
         model, optimizer_config(config),
@@ -215,7 +217,7 @@ std::unique_ptr<DpStrategy> make_sync_strategy(const Config& config, Communicato
                         .stop_after = config.run.stop_after},
         *store);
   }
-  if (config.sync.method == "ddp" || !dp || dp->size() == 1) {
+  if (config.sync.method == SyncKind::kDdp || !dp || dp->size() == 1) {
     return make_dp_strategy(dp, model, optimizer_config(config),
                             DpOptions{.zero = static_cast<int>(config.parallel.zero),
                                       .bucket_elems = gradient_bucket_floats(config.parallel),

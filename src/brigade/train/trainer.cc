@@ -1,17 +1,16 @@
-// train(): joins the job's process group and runs the one training loop (training_loop.h) with
-// the engine the layout asks for: model parallelism (parallel.tp * parallel.pp > 1,
-// model_parallel_engine.h) or data parallelism over whole models (dp_engine.h). Each layout is
-// validated before the run folder is created.
+// train(): joins the job's process group, plans it (job_plan.h: roles and mesh, checked before
+// the run folder is created) and runs this rank's role: a federation's coordinator or client,
+// a parameter server or worker, or a replica running the one training loop (training_loop.h)
+// with the engine the plan asks for (engines.h).
 #include "brigade/train/trainer.h"
 
 #include "brigade/base/check.h"
 #include "brigade/kernels/cpu/gemm_backend.h"
 #include "brigade/monitor/log.h"
 #include "brigade/runtime/process_group.h"
-#include "brigade/train/dp_engine.h"
+#include "brigade/train/engines.h"
 #include "brigade/train/fed_roles.h"
-#include "brigade/train/hybrid_layout.h"
-#include "brigade/train/model_parallel_engine.h"
+#include "brigade/train/job_plan.h"
 #include "brigade/train/ps_roles.h"
 #include "brigade/train/training_loop.h"
 
@@ -33,21 +32,21 @@ int train(const Config& config) {
   configure_kernels(config.train);
   // Federated clients and parameter-server workers may leave and come back: no communicator
   // over the whole job, which a restarted process could not rejoin.
-  const bool federated = config.sync.method == "fed";
-  const bool ps = config.sync.method == "ps";
+  const bool federated = config.sync.method == SyncKind::kFed;
+  const bool ps = config.sync.method == SyncKind::kPs;
   ProcessGroup group = join_process_group(config.comm, detect_dist_env(), !federated && !ps);
   detail::set_log_rank(group.rank());
-  if (federated) return train_federated(config, std::move(group));
-  if (config.sync.method == "ps") return train_with_parameter_servers(config, std::move(group));
-  if (is_model_parallel(config)) {
-    HybridLayout layout = model_parallel_layout(config, group);
-    TrainContext ctx(config, group);
-    std::unique_ptr<TrainEngine> engine = make_model_parallel_engine(ctx, std::move(layout));
-    return run_training(ctx, *engine);
+  const JobPlan plan = plan_job(config, group.size());
+  switch (plan.roles) {
+    case JobRoles::kFederation:
+      return train_federated(config, std::move(group), plan);
+    case JobRoles::kParameterServers:
+      return train_with_parameter_servers(config, std::move(group), plan);
+    case JobRoles::kReplicas:
+      break;
   }
-  const int64_t dp = dp_degree(config, group);
   TrainContext ctx(config, group);
-  std::unique_ptr<TrainEngine> engine = make_dp_engine(ctx, dp);
+  std::unique_ptr<TrainEngine> engine = make_train_engine(ctx, plan);
   return run_training(ctx, *engine);
 }
 

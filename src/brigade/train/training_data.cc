@@ -249,7 +249,7 @@ TrainingData load_shards(const Config& config) {
 }  // namespace
 
 void resolve_vocab_from_data(Config& config) {
-  if (config.model.kind != "gpt" || config.model.vocab != 0) return;
+  if (config.model.kind != ModelKind::kGpt || config.model.vocab != 0) return;
   const std::string& dir = config.data.path;
   int64_t vocab = 256;  // byte tokens
   if (config.data.source == "shards") {

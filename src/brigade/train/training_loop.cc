@@ -109,7 +109,7 @@ class TrainingLoop {
     progress_.on_terminal() ? log_.file_only(line) : log_.line(line);
   }
   double tokens_per_example() const {
-    return config_.model.kind == "gpt" ? static_cast<double>(config_.context()) : 1.0;
+    return config_.model.kind == ModelKind::kGpt ? static_cast<double>(config_.context()) : 1.0;
   }
 
   TrainContext& ctx_;
