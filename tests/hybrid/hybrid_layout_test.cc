@@ -7,21 +7,13 @@
 #include <string>
 
 #include "brigade/base/error.h"
+#include "common/layout_gpt.h"
 
 namespace brigade {
 namespace {
 
 Config gpt(int64_t tp, int64_t pp) {
-  Config c;
-  c.model.n_layer = 4;
-  c.model.n_head = 4;
-  c.model.d_model = 32;
-  c.model.seq_len = 16;
-  c.train.micro_batch = 2;
-  c.train.grad_accum = 4;
-  c.parallel.tp = tp;
-  c.parallel.pp = pp;
-  return c;
+  return testing::layout_gpt(tp, pp);
 }
 
 std::string error_of(const Config& c, int64_t world) {

@@ -36,6 +36,7 @@ Command add_privacy(CLI::App& app);
 Command add_keygen(CLI::App& app);
 Command add_fed_server(CLI::App& app);
 Command add_fed_client(CLI::App& app);
+Command add_plan(CLI::App& app);
 
 // The `--set KEY=VALUE` option of every command that reads a config: one override per --set,
 // repeated for several (a second bare value would be ambiguous with a positional path).

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
       {"keygen", brigade::cli::add_keygen(app)},
       {"fed-server", brigade::cli::add_fed_server(app)},
       {"fed-client", brigade::cli::add_fed_client(app)},
+      {"plan", brigade::cli::add_plan(app)},
   };
   app.set_version_flag(
       "--version", [] { return brigade::cli::version_text(); },

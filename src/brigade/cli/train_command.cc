@@ -78,7 +78,8 @@ WorkerConfigFacts validate_worker_config(const std::vector<std::string>& worker_
   if (config.sync.method == SyncKind::kFed) return {.droppable_from = 1};  // the clients
   if (config.sync.method == SyncKind::kPs && config.ps.consistency != "bsp" && world_size > 0) {
     // Workers 1.. (ranks below the servers) may leave and come back.
-    return {.droppable_from = 1, .droppable_until = plan_job(config, world_size).trainers};
+    return {.droppable_from = 1,
+            .droppable_until = static_cast<int>(plan_job(config, world_size).trainers)};
   }
   return {};
 }
