@@ -4,12 +4,17 @@
 For every layout below (configs/hybrid-3d.toml's GPT, 1 to 8 processes): calibrate this machine
 for that many processes (`brigade plan --calibrate --nproc N`, once per N), predict the layout
 as it is (`brigade plan --as-is --json`), then train it for --steps steps through
-`brigade launch` and read rank 0's metrics: the median step time over steps 6.. (ms_per_step)
+`brigade launch` and read rank 0's metrics: the mean step time over steps 6.. (ms_per_step)
 and the largest peak resident memory of any rank (the run summary). Prints one row per layout
 and the mean absolute error of each, and whether the measured-best layout of each process
 count is among the predicted top 3 of that count.
 
   bench/plan/validate.py [--binary build/release/brigade] [--steps 30] [--only dp2,pp2]
+
+With --wan (root): also the 2-process layouts across two network namespaces whose links are
+shaped to --rate each way (scripts/wan/run.sh, docs/slow-links.md), predicted on this machine's
+calibration as a cluster of two nodes joined by such a link (no delay is emulated: the link's
+round trip is the loopback one calibration measured).
 """
 import argparse
 import json
@@ -49,6 +54,14 @@ LAYOUTS = {
                         "parallel.tp=2"]),
 }
 
+# Across two hosts over the shaped link: the replicas' exchange and the pipeline's messages on it.
+WAN_LAYOUTS = {
+    "wan_dp2": (2, ["train.micro_batch=2", "train.grad_accum=2"]),
+    "wan_dp2_diloco8": (2, ["train.micro_batch=2", "train.grad_accum=2", "sync.method=diloco",
+                            "sync.inner_steps=8"]),
+    "wan_pp2": (2, ["train.micro_batch=2", "train.grad_accum=4", "parallel.pp=2"]),
+}
+
 COMMON = ["train.warmup=5", "train.eval_every=0", "train.ckpt_every=0", "train.log_every=100",
           "data.val_fraction=0.05"]
 
@@ -74,8 +87,26 @@ def predict(binary, config, cluster, overrides):
     return json.loads(out)["layouts"][0]
 
 
-def measure(binary, config, nproc, overrides, folder, name, steps):
-    run = [binary, "launch", "--nproc", str(nproc), "--", "train", config] + sets(
+def wan_cluster(path, rate_gbit, folder):
+    """The 2-process calibration as two nodes of one process each, joined by the shaped link."""
+    text = open(path).read()
+    text = text.replace("nodes = 1", "nodes = 2").replace(
+        "processes_per_node = 2", "processes_per_node = 1").replace(
+        "devices_per_node = 2", "devices_per_node = 1")
+    rtt = next(l for l in text.splitlines() if l.startswith("latency_us"))
+    text += f"\n[link.cluster]\nbandwidth_gbit = {rate_gbit}\n{rtt}\n"
+    out = os.path.join(folder, "cluster_wan.toml")
+    with open(out, "w") as f:
+        f.write(text)
+    return out
+
+
+def measure(binary, config, nproc, overrides, folder, name, steps, wan_rate=None):
+    launcher = [binary, "launch", "--nproc", str(nproc), "--"]
+    if wan_rate:
+        launcher = [os.path.join(ROOT, "scripts/wan/run.sh"), "--nproc", str(nproc), "--rate",
+                    wan_rate, "--binary", binary, "--timeout", "600", "--"]
+    run = launcher + ["train", config] + sets(
         overrides + COMMON + [f"train.steps={steps}", f"run.name={name}",
                               f"run.out_dir={folder}"])
     subprocess.run(run, check=True, capture_output=True, text=True, timeout=600)
@@ -85,7 +116,8 @@ def measure(binary, config, nproc, overrides, folder, name, steps):
     rss = max(summary[-1]["peak_rss_mib_per_rank"]) if summary else float("nan")
     parts = {k: statistics.median(r.get(f"time_{k}_ms", 0) for r in train)
              for k in ("compute", "bubble", "comm", "other", "wait")}
-    return statistics.median(r["ms_per_step"] for r in train), rss, parts
+    # The mean, not the median: a DiLoCo outer step every H steps is part of its cost per step.
+    return statistics.mean(r["ms_per_step"] for r in train), rss, parts
 
 
 def main():
@@ -96,24 +128,34 @@ def main():
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--only", default="", help="comma-separated layout names")
     p.add_argument("--parts", action="store_true", help="also each part of the step")
+    p.add_argument("--wan", action="store_true", help="also across shaped links (root)")
+    p.add_argument("--rate", default="100mbit", help="--wan: each link's rate (tc units)")
     args = p.parse_args()
+    if args.wan:
+        LAYOUTS.update(WAN_LAYOUTS)
     names = [n for n in LAYOUTS if not args.only or n in args.only.split(",")]
     folder = tempfile.mkdtemp(prefix="brigade-plan-validate-")
     clusters = {}
     rows = []
     with open("/proc/cpuinfo") as f:
         cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
-    print(f"# {cpu}, {os.cpu_count()} cores; {args.steps} steps per run, median of steps 6..")
+    print(f"# {cpu}, {os.cpu_count()} cores; {args.steps} steps per run, mean of steps 6..")
     print(f"{'layout':<14} {'np':>3} {'pred ms':>8} {'meas ms':>8} {'err':>7} "
           f"{'pred MiB':>9} {'meas MiB':>9} {'err':>7}")
     for name in names:
         nproc, overrides = LAYOUTS[name]
         if nproc not in clusters:
             clusters[nproc] = calibrate(args.binary, args.config, nproc, folder)
+        cluster = clusters[nproc]
+        wan_rate = args.rate if name.startswith("wan_") else None
+        if wan_rate:
+            gbit = float(args.rate.replace("mbit", "")) / 1e3 if "mbit" in args.rate else float(
+                args.rate.replace("gbit", ""))
+            cluster = wan_cluster(clusters[nproc], gbit, folder)
         overrides = ["parallel.tp=1", "parallel.pp=1", "parallel.dp=0"] + overrides  # the layout's own win
-        pred = predict(args.binary, args.config, clusters[nproc], overrides)
+        pred = predict(args.binary, args.config, cluster, overrides)
         ms, rss, parts = measure(args.binary, args.config, nproc, overrides, folder, name,
-                                 args.steps)
+                                 args.steps, wan_rate)
         p_ms, p_mib = pred["time_ms"]["step"], pred["memory_mib"]["total"]
         rows.append((name, nproc, p_ms, ms, p_mib, rss))
         print(f"{name:<14} {nproc:>3} {p_ms:>8.1f} {ms:>8.1f} {100 * (p_ms / ms - 1):>+6.0f}% "

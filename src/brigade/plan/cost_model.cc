@@ -339,19 +339,24 @@ Prediction predict(const Config& config, const JobPlan& plan, const ClusterSpec&
     // backward in every micro-step (data-parallel engine). Low-communication methods other
     // than DiLoCo are predicted as DDP.
     const int64_t bucket = std::max<int64_t>(1, gradient_bucket_floats(config.parallel));
-    const int64_t buckets = (worst.params + bucket - 1) / bucket;
-    const Traffic one =
-        all_reduce_traffic(std::min(bucket, worst.params), WireDtype::kF32, s.dp, 0);
+    const int64_t full_buckets = worst.params / bucket, tail = worst.params % bucket;
     const Traffic gather = all_gather_equal_traffic(worst.params * 4 / s.dp, s.dp, 0);
     double grads_s = 0, gathers_s = 0, bytes = 0;
     const auto add = [&](const Traffic& t, double times, double* seconds) {
       *seconds += seconds_over(t, dp_link) * times;
       bytes += static_cast<double>(t.sent) * times;
     };
-    const double b = static_cast<double>(buckets), md = static_cast<double>(m);
-    if (zero <= 1) add(one, b, &grads_s);
-    if (zero >= 2) {
-      add(Traffic{one.sent / 2, one.received / 2, one.rounds / 2}, b * md, &grads_s);
+    const double md = static_cast<double>(m);
+    // Every full bucket and the last, shorter one: each its own ring.
+    for (const auto& [floats, count] :
+         {std::pair{bucket, full_buckets}, std::pair{tail, int64_t{1}}}) {
+      if (floats == 0 || count == 0) continue;
+      const Traffic one = all_reduce_traffic(floats, WireDtype::kF32, s.dp, 0);
+      const double times = static_cast<double>(count);
+      if (zero <= 1) add(one, times, &grads_s);
+      if (zero >= 2) {
+        add(Traffic{one.sent / 2, one.received / 2, one.rounds / 2}, times * md, &grads_s);
+      }
     }
     if (zero >= 1) add(gather, 1, &gathers_s);
     if (zero == 3 && !plan.model_parallel) {
