@@ -396,6 +396,11 @@ Prediction predict(const Config& config, const JobPlan& plan, const ClusterSpec&
   out.memory.buffers =
       4.0 * static_cast<double>(worst.saved_floats) / v + (replicas > 1 ? 2 * bucket_bytes : 0.0);
   if (plan.model_parallel && pp > 1) out.memory.buffers += 4.0 * 4 * BT * static_cast<double>(C);
+  // The model-parallel evaluation runs stage by stage with buffers of its own: one micro-batch's
+  // saved floats of a chunk and its input and output.
+  if (plan.model_parallel) {
+    out.memory.buffers += 4.0 * (static_cast<double>(worst.saved_floats) / v + 2 * BT * C);
+  }
   // An asynchronous checkpoint copies this rank's pieces (parameters and optimizer state) to
   // write them while training goes on.
   if (config.train.async_checkpoint)

@@ -217,6 +217,7 @@ class ModelParallelEngine final : public TrainEngine {
   Traffic formula_total_;      // replica sync: dp bytes by formula over this invocation's steps
   std::unique_ptr<PipelineExecutor> executor_;
   double last_bubble_ = 0;
+  int64_t last_pool_bytes_ = 0;  // the executor's activation and message buffers at their peak
 };
 
 ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
@@ -367,6 +368,7 @@ StepGradients ModelParallelEngine::compute_gradients(int64_t step) {
   const StepStats stats = executor_->run_step();
   if (averages_.empty() && replica_weight != 1.0f) scale_grads(replica_weight);
   last_bubble_ = stats.bubble();
+  last_pool_bytes_ = stats.peak_bytes;
   times.compute_s = stats.busy_s;
   times.bubble_s = stats.idle_s();
   Stopwatch comm;  // the dp averages' wait, the tied-embedding sum and the scalar all-reduces
@@ -569,6 +571,7 @@ MoeTotals ModelParallelEngine::pipeline_moe_totals(bool run) {
 void ModelParallelEngine::add_step_metrics(nlohmann::json& rec, bool applied, int64_t updates,
                                            bool last, const Traffic&) {
   rec["pipeline_bubble"] = last_bubble_;
+  rec["activation_peak_mib"] = static_cast<double>(last_pool_bytes_) / (1 << 20);
   if (replicas_ > 1) rec["comm_exposed_ms"] = exposed_comm_s_ * 1e3;
   if (!replica_syncs_.empty()) {
     // This rank's dp bytes by formula: the loss and norm all-reduce, each chunk's exchange, and
