@@ -54,7 +54,7 @@ struct Real {
 // a real tp group (threads of this process over loopback when tp > 1).
 Real real_rank(const Config& config, const JobPlan& plan, int pp_rank) {
   GptConfig m = gpt_config(config.model);
-  m.recompute_blocks = config.train.recompute == "block";
+  m.recompute_blocks = config.train.recompute == RecomputeMode::kBlock;
   const int tp = plan.mesh.shape.tp;
   std::vector<Real> by_tp(static_cast<size_t>(tp));
   const std::string dir = std::string(BRIGADE_TEST_TMP) + "/plan-tp-" + std::to_string(::getpid());
@@ -102,13 +102,13 @@ TEST(CostModel, FootprintEqualsTheEnginesChunks) {
     c.parallel.virtual_stages = k.v;
     c.parallel.schedule = k.schedule;
     c.parallel.sequence_parallel = k.sp;
-    c.train.recompute = k.recompute ? "block" : "none";
+    c.train.recompute = k.recompute ? RecomputeMode::kBlock : RecomputeMode::kNone;
     const JobPlan plan = plan_job(c, k.tp * k.pp);
     for (int r = 0; r < k.pp; ++r) {
       const StageFootprint f = stage_footprint(c, plan, r);
       const Real real = real_rank(c, plan, r);
-      const std::string where = plan.mesh.to_string() + " recompute " + c.train.recompute +
-                                " pp rank " + std::to_string(r);
+      const std::string where =
+          fmt::format("{} recompute {} pp rank {}", plan.mesh.to_string(), c.train.recompute, r);
       EXPECT_EQ(f.params, real.params) << where;
       EXPECT_EQ(f.saved_floats, real.saved) << where;
     }

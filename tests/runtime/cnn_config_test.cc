@@ -67,7 +67,7 @@ TEST(CnnConfig, ShippedConfigIsTheNiidBenchCnn) {
   const Config c = load_config(std::string(BRIGADE_SOURCE_DIR) + "/configs/fashion-mnist-cnn.toml");
   EXPECT_NO_THROW(c.validate());
   EXPECT_EQ(c.model.kind, ModelKind::kCnn);
-  EXPECT_EQ(c.data.source, "fashion_mnist");
+  EXPECT_EQ(c.data.source, DataSource::kFashionMnist);
   EXPECT_EQ(c.model.channels, (std::vector<int64_t>{6, 16}));
   EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{120, 84}));
 }

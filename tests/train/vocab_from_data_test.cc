@@ -31,7 +31,7 @@ Config shards_config(const std::string& dir) {
   Config c;
   c.model.vocab = 0;
   c.model.seq_len = 16;
-  c.data.source = "shards";
+  c.data.source = DataSource::kShards;
   c.data.path = dir;
   return c;
 }
@@ -70,7 +70,7 @@ TEST(VocabFromData, ShardHeaderLlmcFormatAndBytes) {
   // BPE merges are trained up to model.vocab: 0 cannot mean anything there.
   Config bpe;
   bpe.model.vocab = 0;
-  bpe.data.tokenizer = "bpe";
+  bpe.data.tokenizer = TokenizerKind::kBpe;
   EXPECT_THROW(bpe.validate(), ConfigError);
 }
 

@@ -106,7 +106,7 @@ void check_no_checkpoints(const RunFolder& folder) {
 std::string check_tokenizer(const Config& config, const std::string& from) {
   const std::string hf_merges = from + "/" + kMergesFile;
   const bool has_hf = file_exists(hf_merges);
-  if (config.data.source == "shards") {
+  if (config.data.source == DataSource::kShards) {
     const std::string shard_merges = config.data.path + "/" + kMergesFile;
     const bool has_shard = file_exists(shard_merges);
     if (has_hf && !has_shard) {
@@ -129,13 +129,13 @@ std::string check_tokenizer(const Config& config, const std::string& from) {
     }
     return has_shard ? shard_merges : "";
   }
-  if (has_hf && config.data.tokenizer != "bpe") {
+  if (has_hf && config.data.tokenizer != TokenizerKind::kBpe) {
     throw ConfigError(
         fmt::format("data.tokenizer = \"{}\": the model was trained with the BPE "
                     "merges in {}; set data.tokenizer = \"bpe\"",
                     config.data.tokenizer, hf_merges));
   }
-  if (!has_hf && config.data.tokenizer == "bpe") {
+  if (!has_hf && config.data.tokenizer == TokenizerKind::kBpe) {
     std::fprintf(stderr,
                  "brigade import: note: %s has no %s; `brigade train` will learn new BPE merges "
                  "whose token ids are unrelated to the imported embeddings\n",
@@ -157,7 +157,7 @@ int run_import(const ImportArgs& args) {
         "LoRA run from it with train.init_from (its adapters start fresh)",
         config.model.lora_rank));
   }
-  if (config.run.resume != "auto") {
+  if (config.run.resume != ResumeMode::kAuto) {
     throw ConfigError(
         fmt::format("run.resume = \"{}\": `brigade train` would ignore the imported "
                     "checkpoint; use \"auto\"",
@@ -178,7 +178,7 @@ int run_import(const ImportArgs& args) {
       make_optimizer(optimizer_config(config.train), model->layout(), 0, model->num_params());
 
   create_run_folder(config);
-  if (merges == from + "/" + kMergesFile && config.data.source != "shards") {
+  if (merges == from + "/" + kMergesFile && config.data.source != DataSource::kShards) {
     // Where the trainer looks for the run's BPE before training new merges.
     write_file_atomic(folder.tokenizer_path(), read_file(merges));
     merges = folder.tokenizer_path();

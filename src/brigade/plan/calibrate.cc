@@ -103,7 +103,8 @@ double step_rate(const Config& config, int64_t B, int64_t threads, StepProfile* 
   std::latch warm(threads);
   Stopwatch wall;
   on_threads(threads, [&](int64_t i) {
-    std::unique_ptr<Model> model = make_model(config.model, B, config.train.recompute == "block");
+    std::unique_ptr<Model> model =
+        make_model(config.model, B, config.train.recompute == RecomputeMode::kBlock);
     model->initialize(static_cast<uint64_t>(config.run.seed));
     Batch batch;
     batch.size = B;

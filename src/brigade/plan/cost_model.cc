@@ -158,7 +158,7 @@ GptConfig planned_gpt(const Config& config) {
         fmt::format("model.kind = \"{}\": brigade plan predicts GPT models", config.model.kind));
   }
   GptConfig gpt = gpt_config(config.model);
-  gpt.recompute_blocks = config.train.recompute == "block";
+  gpt.recompute_blocks = config.train.recompute == RecomputeMode::kBlock;
   return gpt;
 }
 
@@ -286,7 +286,7 @@ Prediction predict(const Config& config, const JobPlan& plan, const ClusterSpec&
     out.tp_bytes = 4 * static_cast<double>(t.sent) * blocks * v * static_cast<double>(m);
   }
   // Recomputation runs each block's forward again inside backward.
-  if (config.train.recompute == "block") b_s += f_s + tp_fwd;
+  if (config.train.recompute == RecomputeMode::kBlock) b_s += f_s + tp_fwd;
   f_s += tp_fwd;
   b_s += tp_bwd;
   const double tp_per_mb = (tp_fwd + tp_bwd) / 2;

@@ -132,7 +132,7 @@ SearchResult search_layouts(const Config& base, const ClusterSpec& cluster,
             }
             for (const auto& [schedule, v] : schedules) {
               for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-                for (const char* recompute : {"none", "block"}) {
+                for (RecomputeMode recompute : {RecomputeMode::kNone, RecomputeMode::kBlock}) {
                   std::vector<int64_t> hs = {0};
                   if (replicas > 1) {
                     hs.insert(hs.end(), options.diloco_inner_steps.begin(),

@@ -23,7 +23,8 @@ namespace brigade {
 namespace {
 
 using FieldTarget = std::variant<int64_t*, double*, std::string*, bool*, std::vector<int64_t>*,
-                                 std::vector<std::string>*, ModelKind*, SyncKind*>;
+                                 std::vector<std::string>*, ModelKind*, SyncKind*, ResumeMode*,
+                                 DataSource*, TokenizerKind*, RecomputeMode*, OnNonfinite*>;
 
 struct Field {
   const char* section;

@@ -28,6 +28,42 @@ struct EnumNames<SyncKind> {
                                                              "signef", "topk",   "ps",   "fed"};
 };
 
+// run.resume: continue from the run's latest checkpoint, or refuse a folder that has one.
+enum class ResumeMode { kAuto, kNever };
+template <>
+struct EnumNames<ResumeMode> {
+  static constexpr std::array<std::string_view, 2> kNames = {"auto", "never"};
+};
+
+// data.source: where the training data comes from (DataConfig).
+enum class DataSource { kFortunes, kText, kJsonl, kShards, kFashionMnist };
+template <>
+struct EnumNames<DataSource> {
+  static constexpr std::array<std::string_view, 5> kNames = {"fortunes", "text", "jsonl", "shards",
+                                                             "fashion_mnist"};
+};
+
+// data.tokenizer: bytes, or BPE merges trained on the train split.
+enum class TokenizerKind { kByte, kBpe };
+template <>
+struct EnumNames<TokenizerKind> {
+  static constexpr std::array<std::string_view, 2> kNames = {"byte", "bpe"};
+};
+
+// train.recompute: keep every activation, or only block inputs (forwards run again).
+enum class RecomputeMode { kNone, kBlock };
+template <>
+struct EnumNames<RecomputeMode> {
+  static constexpr std::array<std::string_view, 2> kNames = {"none", "block"};
+};
+
+// train.on_nonfinite: what a non-finite loss or gradient norm does to the run.
+enum class OnNonfinite { kStop, kSkip };
+template <>
+struct EnumNames<OnNonfinite> {
+  static constexpr std::array<std::string_view, 2> kNames = {"stop", "skip"};
+};
+
 // Whether the method keeps gradients on each replica and exchanges something else, less often or
 // compressed (ReplicaSync, sync/replica_sync.h): every method but DDP, parameter servers and
 // federated learning.
@@ -38,9 +74,10 @@ constexpr bool is_low_communication(SyncKind m) {
 struct RunConfig {
   std::string name = "default";  // the run folder is <out_dir>/<name>/
   std::string out_dir = "runs";
-  int64_t seed = 1337;          // initialisation, data order, dropout-free sampling
-  std::string resume = "auto";  // "auto": continue from the run's latest checkpoint; "never"
-  int64_t stop_after = 0;       // stop after this many steps in this invocation (0: run to the end)
+  int64_t seed = 1337;  // initialisation, data order, dropout-free sampling
+  ResumeMode resume =
+      ResumeMode::kAuto;   // "auto": continue from the run's latest checkpoint; "never"
+  int64_t stop_after = 0;  // stop after this many steps in this invocation (0: run to the end)
 };
 
 struct ModelConfig {
@@ -79,7 +116,7 @@ struct DataConfig {
   // "fortunes" | "text" (plain text: a file, a folder or a glob) | "jsonl" (one JSON object per
   // line: a file, a folder or a glob) | "shards" (a folder written by `brigade tokenize`)
   // | "fashion_mnist"
-  std::string source = "fortunes";
+  DataSource source = DataSource::kFortunes;
   std::string path;  // "" = the source's default location
   // jsonl: the string field of each record that is one document (unless instruction fields are
   // set).
@@ -88,38 +125,39 @@ struct DataConfig {
   // response, the loss on the response tokens only.
   std::string prompt_field;
   std::string response_field;
-  std::string tokenizer =
-      "byte";                  // "byte" | "bpe" (trained on the train split; vocab = model.vocab)
+  TokenizerKind tokenizer =
+      TokenizerKind::kByte;    // "byte" | "bpe" (trained on the train split; vocab = model.vocab)
   int64_t seq_len = 0;         // training context; 0 = model.seq_len; at most model.seq_len
   double val_fraction = 0.05;  // share of documents held out for validation
 };
 
 struct TrainConfig {
-  int64_t micro_batch = 16;           // examples per forward/backward
-  int64_t grad_accum = 1;             // micro-steps per optimizer step
-  int64_t steps = 600;                // optimizer steps
-  std::string optimizer = "adamw";    // "adamw" | "sgd"
-  double lr = 1e-3;                   // peak learning rate
-  double min_lr = 1e-4;               // end of the cosine decay
-  int64_t warmup = 50;                // linear warmup steps
-  double weight_decay = 0.1;          // decoupled, on matrices only
-  double beta1 = 0.9;                 // adamw
-  double beta2 = 0.95;                // adamw
-  double eps = 1e-8;                  // adamw
-  double momentum = 0.9;              // sgd
-  bool nesterov = false;              // sgd
-  double grad_clip = 1.0;             // global norm; 0 disables
-  int64_t eval_every = 100;           // steps between validation passes (0: only at the end)
-  int64_t eval_batches = 20;          // micro-batches per validation pass
-  int64_t ckpt_every = 200;           // steps between checkpoints (0: only at the end)
-  int64_t keep_checkpoints = 3;       // complete checkpoints kept
-  bool async_checkpoint = true;       // write checkpoints in the background (false: blocking)
-  int64_t log_every = 10;             // steps between log lines when not on a terminal
-  int64_t blas_threads = 1;           // GEMM threads per process (oneDNN and OpenBLAS)
-  std::string kernels = "onednn";     // GEMM library: "onednn" | "openblas" (gemm_backend.h)
-  std::string precision = "f32";      // GEMM operands: "f32" | "bf16" (f32 accumulation, master)
-  std::string recompute = "none";     // "none" | "block": keep block inputs, re-run forwards
-  std::string on_nonfinite = "stop";  // "stop" | "skip" (skip the update, keep going)
+  int64_t micro_batch = 16;         // examples per forward/backward
+  int64_t grad_accum = 1;           // micro-steps per optimizer step
+  int64_t steps = 600;              // optimizer steps
+  std::string optimizer = "adamw";  // "adamw" | "sgd"
+  double lr = 1e-3;                 // peak learning rate
+  double min_lr = 1e-4;             // end of the cosine decay
+  int64_t warmup = 50;              // linear warmup steps
+  double weight_decay = 0.1;        // decoupled, on matrices only
+  double beta1 = 0.9;               // adamw
+  double beta2 = 0.95;              // adamw
+  double eps = 1e-8;                // adamw
+  double momentum = 0.9;            // sgd
+  bool nesterov = false;            // sgd
+  double grad_clip = 1.0;           // global norm; 0 disables
+  int64_t eval_every = 100;         // steps between validation passes (0: only at the end)
+  int64_t eval_batches = 20;        // micro-batches per validation pass
+  int64_t ckpt_every = 200;         // steps between checkpoints (0: only at the end)
+  int64_t keep_checkpoints = 3;     // complete checkpoints kept
+  bool async_checkpoint = true;     // write checkpoints in the background (false: blocking)
+  int64_t log_every = 10;           // steps between log lines when not on a terminal
+  int64_t blas_threads = 1;         // GEMM threads per process (oneDNN and OpenBLAS)
+  std::string kernels = "onednn";   // GEMM library: "onednn" | "openblas" (gemm_backend.h)
+  std::string precision = "f32";    // GEMM operands: "f32" | "bf16" (f32 accumulation, master)
+  RecomputeMode recompute =
+      RecomputeMode::kNone;  // "none" | "block": keep block inputs, re-run forwards
+  OnNonfinite on_nonfinite = OnNonfinite::kStop;  // "stop" | "skip" (skip the update, keep going)
   // A rank whose busy time per step is at least this many times the median, 3 steps in a row,
   // is flagged as a straggler (monitor/straggler.h); 0 turns the per-step exchange off.
   double straggler_threshold = 1.5;

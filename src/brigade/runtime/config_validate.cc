@@ -26,6 +26,12 @@ std::string quote(const std::string& value) {
   return out;
 }
 
+// A named choice's value as the config spells it.
+template <NamedEnum E>
+std::string quote(E value) {
+  return fmt::format("\"{}\"", value);
+}
+
 template <typename T>
 void require(bool ok, const char* key, const T& value, const std::string& allowed) {
   if (!ok) throw ConfigError(fmt::format("{} = {}: {}", key, value, allowed));
@@ -278,10 +284,10 @@ void validate_fed(const FedConfig& fed, const SyncConfig& sync, const ModelConfi
   // Clients read the folders `brigade partition` writes: images for the classifiers, text
   // (train.txt) for a GPT.
   if (model.kind == ModelKind::kGpt) {
-    require(data.source == "text", "data.source", quote(data.source),
+    require(data.source == DataSource::kText, "data.source", quote(data.source),
             "a federated GPT's clients read text folders written by `brigade partition --data "
             "text`: use \"text\"");
-    require(data.tokenizer == "byte", "data.tokenizer", quote(data.tokenizer),
+    require(data.tokenizer == TokenizerKind::kByte, "data.tokenizer", quote(data.tokenizer),
             "federated text uses byte tokens: with \"bpe\" each client would train merges of its "
             "own on its own text, and their models would not share a vocabulary");
     require(!fed.test_data.empty(), "fed.test_data", "\"\"",
@@ -297,7 +303,7 @@ void validate_fed(const FedConfig& fed, const SyncConfig& sync, const ModelConfi
             "federated clients train and send the whole model; LoRA adapters under "
             "sync.method = \"fed\" are not supported yet (use 0)");
   } else {
-    require(data.source == "fashion_mnist", "data.source", quote(data.source),
+    require(data.source == DataSource::kFashionMnist, "data.source", quote(data.source),
             fmt::format("federated {} clients read Fashion-MNIST folders written by `brigade "
                         "partition`: use \"fashion_mnist\" (or model.kind = \"gpt\" with "
                         "\"text\")",
@@ -391,7 +397,8 @@ void validate_data_fields(const DataConfig& data, const ParallelConfig& parallel
   // A federation's text is each client's folder (fed.client_data) and the coordinator's
   // fed.test_data: no process reads data.path (validate_fed).
   const bool federated = sync.method == SyncKind::kFed;
-  require(federated || !data.path.empty() || (data.source != "text" && data.source != "jsonl"),
+  require(federated || !data.path.empty() ||
+              (data.source != DataSource::kText && data.source != DataSource::kJsonl),
           "data.path", "\"\"",
           fmt::format("data.source = {} needs a file, a folder or a glob of files",
                       quote(data.source)));
@@ -400,13 +407,13 @@ void validate_data_fields(const DataConfig& data, const ParallelConfig& parallel
        {std::tuple{"data.text_field", &data.text_field, defaults.text_field},
         std::tuple{"data.prompt_field", &data.prompt_field, defaults.prompt_field},
         std::tuple{"data.response_field", &data.response_field, defaults.response_field}}) {
-    require(*value == unset || data.source == "jsonl", key, quote(*value),
+    require(*value == unset || data.source == DataSource::kJsonl, key, quote(*value),
             fmt::format("names a JSONL field; it needs data.source = \"jsonl\", not {}",
                         quote(data.source)));
   }
   if (!instruction) {
-    require(data.source != "jsonl" || !data.text_field.empty(), "data.text_field", "\"\"",
-            "must name the string field that holds each record's text");
+    require(data.source != DataSource::kJsonl || !data.text_field.empty(), "data.text_field",
+            "\"\"", "must name the string field that holds each record's text");
     return;
   }
   require(!data.prompt_field.empty(), "data.prompt_field", "\"\"",
@@ -487,18 +494,19 @@ void Config::validate() const {
           "must be a non-empty folder name of letters, digits, '-', '_' and '.'");
   require(!run.out_dir.empty(), "run.out_dir", "\"\"", "must name a folder");
   require_range(run.seed, "run.seed", 0, INT64_MAX);
-  require_one_of(run.resume, "run.resume", {"auto", "never"});
   require_range(run.stop_after, "run.stop_after", 0, INT64_MAX);
 
   if (model.kind == ModelKind::kGpt) {
-    require_one_of(data.source, "data.source", {"fortunes", "text", "jsonl", "shards"});
-    require_one_of(data.tokenizer, "data.tokenizer", {"byte", "bpe"});
+    require(data.source != DataSource::kFashionMnist, "data.source", "\"fashion_mnist\"",
+            "allowed values with model.kind = \"gpt\" are \"fortunes\", \"text\", \"jsonl\", "
+            "\"shards\" (Fashion-MNIST is for the classifiers \"mlp\" and \"cnn\")");
     if (model.vocab == 0) {
       // From the data (train/training_data.h resolve_vocab_from_data), where it records one.
-      require(data.source == "shards" || data.tokenizer == "byte", "model.vocab", "0",
+      require(data.source == DataSource::kShards || data.tokenizer == TokenizerKind::kByte,
+              "model.vocab", "0",
               "from the data needs token shards or byte tokens: data.tokenizer = \"bpe\" trains "
               "its merges up to model.vocab, so give the size");
-    } else if (data.tokenizer == "byte") {
+    } else if (data.tokenizer == TokenizerKind::kByte) {
       require_range(model.vocab, "model.vocab", 256, 1 << 20);
     } else {
       require_range(model.vocab, "model.vocab", 257, 65536);
@@ -517,7 +525,9 @@ void Config::validate() const {
     }
     require_range(data.seq_len, "data.seq_len", 0, model.seq_len);
   } else {
-    require_one_of(data.source, "data.source", {"fashion_mnist"});
+    require(
+        data.source == DataSource::kFashionMnist, "data.source", fmt::format("\"{}\"", data.source),
+        fmt::format("allowed values with model.kind = \"{}\" are \"fashion_mnist\"", model.kind));
     // The CNN may go from its conv stages straight to the output layer; an MLP without a
     // hidden layer would be softmax regression.
     require(model.kind == ModelKind::kCnn || !model.hidden.empty(), "model.hidden", "[]",
@@ -557,8 +567,6 @@ void Config::validate() const {
   require_range(train.blas_threads, "train.blas_threads", 1, 256);
   require_one_of(train.kernels, "train.kernels", {"onednn", "openblas"});
   require_one_of(train.precision, "train.precision", {"f32", "bf16"});
-  require_one_of(train.recompute, "train.recompute", {"none", "block"});
-  require_one_of(train.on_nonfinite, "train.on_nonfinite", {"stop", "skip"});
   require(train.straggler_threshold == 0 ||
               (std::isfinite(train.straggler_threshold) && train.straggler_threshold > 1 &&
                train.straggler_threshold <= 1e6),
@@ -608,7 +616,7 @@ void Config::validate() const {
   validate_ps(ps, sync, data);
   validate_fed(fed, sync, model, data, parallel);
   validate_model_parallel(parallel, sync, model);
-  if (train.recompute == "block") {
+  if (train.recompute == RecomputeMode::kBlock) {
     require(model.kind == ModelKind::kGpt, "train.recompute", "\"block\"",
             fmt::format("recomputes GPT blocks; model.kind = \"{}\" has none (use \"none\")",
                         model.kind));

@@ -51,7 +51,8 @@ RunFolder create_run_folder(const Config& config, int rank) {
   std::error_code ec;
   const bool has_checkpoint = std::filesystem::exists(folder.checkpoints() + "/latest", ec);
   const auto metrics_bytes = std::filesystem::file_size(folder.metrics_path(), ec);
-  if (rank == 0 && config.run.resume == "never" && (has_checkpoint || (!ec && metrics_bytes > 0))) {
+  if (rank == 0 && config.run.resume == ResumeMode::kNever &&
+      (has_checkpoint || (!ec && metrics_bytes > 0))) {
     throw ConfigError(fmt::format(
         "run.resume = \"never\": {} already holds a run ({}); choose another run.name or "
         "run.out_dir, delete the folder, or set run.resume = \"auto\" to continue it",

@@ -48,7 +48,7 @@ class DpEngine final : public TrainEngine {
         rank_(ctx.rank),
         dp_size_(dp),
         model_(make_model(config_.model, config_.train.micro_batch,
-                          config_.train.recompute == "block")),
+                          config_.train.recompute == RecomputeMode::kBlock)),
         sync_(make_sync_strategy(
             config_, group_.world.get(), *model_, group_.world_options.store,
             [this](const std::string& line) { ctx_.log.line(line); }, rank_,

@@ -88,7 +88,7 @@ int run_eval_job(const EvalJob& job) {
                             {"examples", sums.examples}, {"loss", sums.loss()},
                             {"seconds", seconds}};
   const std::string where = config.data.path.empty()
-                                ? config.data.source
+                                ? std::string(name_of(config.data.source))
                                 : fmt::format("{} {}", config.data.source, config.data.path);
   std::string line =
       fmt::format("{} (step {}) on {} of {}: loss {:.4f}", dir, step,

@@ -33,7 +33,7 @@ std::unique_ptr<Dataset> text_windows(const Config& config, const std::string& s
 }  // namespace
 
 bool fed_trains_text(const Config& config) {
-  return config.data.source == "text";
+  return config.data.source == DataSource::kText;
 }
 
 std::unique_ptr<Dataset> load_client_data(const Config& config, int client) {

@@ -50,7 +50,7 @@ int coordinate(const Config& config, Store* store, int clients) {
   const InterruptGuard interrupts;
   make_dirs(folder.root + "/fed");
   const std::string state_path = folder.root + "/fed/coordinator.state";
-  const bool resume = config.run.resume == "auto";
+  const bool resume = config.run.resume == ResumeMode::kAuto;
   int64_t start_round = 0;
   if (resume && std::filesystem::exists(state_path)) {
     start_round = read_state_file(state_path).int_or("next_round", 0);

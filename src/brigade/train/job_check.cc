@@ -29,7 +29,7 @@ namespace {
 // replicas (check_sync_record). A folder with no checkpoint, or one whose latest does not
 // parse, is left to the trainer (which falls back to an older one and says so).
 void check_resume_fits(const Config& config, int64_t replicas) {
-  if (config.run.resume != "auto") return;
+  if (config.run.resume != ResumeMode::kAuto) return;
   const std::string checkpoints = run_folder_of(config).checkpoints();
   std::error_code ec;
   if (!std::filesystem::is_regular_file(checkpoints + "/latest", ec)) return;
@@ -129,13 +129,13 @@ void check_data_paths(const Config& config) {
   // A federation's clients read their own folders (fed.client_data), on their own hosts.
   if (config.sync.method == SyncKind::kFed && !config.fed.client_data.empty()) return;
   const DataConfig& data = config.data;
-  if (data.source == "fortunes") {
+  if (data.source == DataSource::kFortunes) {
     require_folder(data.path.empty() ? kDefaultFortunesDir : data.path,
                    "the fortunes corpus (Debian package fortunes)");
-  } else if (data.source == "fashion_mnist") {
+  } else if (data.source == DataSource::kFashionMnist) {
     require_folder(data.path.empty() ? kDefaultFashionMnistDir : data.path,
                    "the Fashion-MNIST folder (Debian package dataset-fashion-mnist)");
-  } else if (data.source == "shards") {
+  } else if (data.source == DataSource::kShards) {
     if (!data.path.empty()) require_folder(data.path, "the token-shard folder");
   } else if (!data.path.empty()) {  // text, jsonl: a file, a folder or a glob
     try {

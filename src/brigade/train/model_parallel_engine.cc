@@ -252,7 +252,7 @@ ModelParallelEngine::ModelParallelEngine(TrainContext& ctx, HybridLayout layout)
   freeze_ = check_freeze_patterns(checkpoint_layout(), freeze_patterns(config_));
   embedding_ = create_embedding_group(ctx.group.world_options, mesh_);
   GptConfig gpt = gpt_config(config_.model);
-  gpt.recompute_blocks = config_.train.recompute == "block";
+  gpt.recompute_blocks = config_.train.recompute == RecomputeMode::kBlock;
   const int64_t B = config_.train.micro_batch;
   const int m = layout_.micro_batches;
   tokens_.assign(static_cast<size_t>(m * B * gpt.seq_len), 0);

@@ -252,7 +252,7 @@ void resolve_vocab_from_data(Config& config) {
   if (config.model.kind != ModelKind::kGpt || config.model.vocab != 0) return;
   const std::string& dir = config.data.path;
   int64_t vocab = 256;  // byte tokens
-  if (config.data.source == "shards") {
+  if (config.data.source == DataSource::kShards) {
     if (file_exists(dir + "/" + kShardIndexFile)) {
       const std::string path = dir + "/" + kShardIndexFile;
       vocab = parse_shard_index(read_file(path, kMaxShardIndexBytes), path).vocab;
@@ -287,7 +287,7 @@ namespace {
 // ConfigError if model.vocab is short.
 void make_text_tokenizer(const Config& config, const DataPlan& plan, const std::string& train_text,
                          TrainingData& data) {
-  if (config.data.tokenizer == "bpe") {
+  if (config.data.tokenizer == TokenizerKind::kBpe) {
     if (plan.merges) {
       data.tokenizer =
           std::make_unique<BpeTokenizer>(BpeTokenizer::parse(*plan.merges, plan.merges_origin));
@@ -381,7 +381,7 @@ TrainingData load_text_data(const Config& config, const DataPlan& plan) {
   const double val_fraction = plan.whole ? 0.0 : dc.val_fraction;
   TextSplits splits;
   std::string source = dc.path;
-  if (dc.source == "fortunes") {
+  if (dc.source == DataSource::kFortunes) {
     if (source.empty()) source = kDefaultFortunesDir;
     splits = load_fortunes(source, val_fraction);
   } else {
@@ -390,7 +390,7 @@ TrainingData load_text_data(const Config& config, const DataPlan& plan) {
           "data.path = \"\": data.source = \"{}\" needs a file, a folder or a glob of files",
           dc.source));
     }
-    if (dc.source == "text") {
+    if (dc.source == DataSource::kText) {
       splits = load_text_files(source, val_fraction);
     } else if (!dc.prompt_field.empty()) {
       return load_instructions(config, plan);
@@ -443,8 +443,8 @@ TrainingData load_text_data(const Config& config, const DataPlan& plan) {
 }  // namespace
 
 TrainingData load_training_data(const Config& config, const RunFolder& folder, int rank) {
-  if (config.data.source == "fashion_mnist") return load_images(config);
-  if (config.data.source == "shards") return load_shards(config);
+  if (config.data.source == DataSource::kFashionMnist) return load_images(config);
+  if (config.data.source == DataSource::kShards) return load_shards(config);
   return load_text_data(config, DataPlan{.tokenizer_path = folder.tokenizer_path(),
                                          .merges = nullptr,
                                          .merges_origin = "",
@@ -454,16 +454,16 @@ TrainingData load_training_data(const Config& config, const RunFolder& folder, i
 
 TrainingData load_evaluation_data(const Config& config, const std::optional<std::string>& merges,
                                   const std::string& origin, bool whole) {
-  const std::string& source = config.data.source;
-  if (whole && (source == "fashion_mnist" || source == "shards")) {
+  const DataSource source = config.data.source;
+  if (whole && (source == DataSource::kFashionMnist || source == DataSource::kShards)) {
     throw ConfigError(fmt::format(
         "data.source = \"{}\" has a fixed validation split: evaluating all of it needs text, "
         "fortunes or jsonl data",
         source));
   }
   // The data must be tokenized as the checkpoint's model was trained: with its merges, or bytes.
-  if (source == "fashion_mnist") return load_images(config);
-  if (source == "shards") {
+  if (source == DataSource::kFashionMnist) return load_images(config);
+  if (source == DataSource::kShards) {
     TrainingData data = load_shards(config);
     const std::string shard_merges =
         data.tokenizer_file.empty() ? std::string() : read_file(data.tokenizer_file);
@@ -475,7 +475,7 @@ TrainingData load_evaluation_data(const Config& config, const std::optional<std:
     }
     return data;
   }
-  if ((config.data.tokenizer == "bpe") != merges.has_value()) {
+  if ((config.data.tokenizer == TokenizerKind::kBpe) != merges.has_value()) {
     throw ConfigError(fmt::format("data.tokenizer = \"{}\": {} holds {}", config.data.tokenizer,
                                   origin,
                                   merges ? "BPE merges (data.tokenizer = \"bpe\")"

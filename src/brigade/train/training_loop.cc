@@ -150,7 +150,7 @@ void TrainingLoop::restore() {
   std::string dir;
   std::optional<SavedState> saved;
   std::vector<StatePiece> pieces = engine_.checkpoint_pieces();
-  if (config_.run.resume == "auto") {
+  if (config_.run.resume == ResumeMode::kAuto) {
     auto check = [&](const SavedState& s, const std::string& d) { engine_.check_resume(s, d); };
     const ParamLayout legacy = engine_.checkpoint_layout();
     std::vector<std::string> rejections;  // already on stderr; train.log keeps them too
@@ -303,7 +303,7 @@ bool TrainingLoop::train_step(int64_t step) {
         fmt::format("non-finite {} ({}) at step {}", std::isfinite(loss) ? "gradient norm" : "loss",
                     std::isfinite(loss) ? norm : loss, step + 1);
     progress_.interrupt();
-    if (config_.train.on_nonfinite == "stop") {
+    if (config_.train.on_nonfinite == OnNonfinite::kStop) {
       finish_checkpoints();  // a save in flight may become the last good checkpoint
       throw NonFiniteError(
           fmt::format("{}; stopping. The last good checkpoint is {}", what, last_checkpoint_));
