@@ -1,6 +1,7 @@
 // The cost model of `brigade plan` (plan/cost_model.h) against independent references: the
 // parameters and activation floats it counts for every pipeline rank against the real GptStage
-// chunks the model-parallel engine builds (tp shards from real tp groups of threads), the ZeRO
+// chunks the model-parallel engine builds (tp shards and ep ranks' experts from real groups of
+// threads), the ZeRO
 // bytes per parameter of Rajbhandari et al. for f32 AdamW, the pipeline bubble of the 1F1B
 // closed form, and DiLoCo's bytes against DDP's.
 #include "brigade/plan/cost_model.h"
@@ -50,24 +51,27 @@ struct Real {
   int64_t saved = 0;
 };
 
-// Every chunk of pipeline rank pp_rank as the model-parallel engine builds it, on tp rank 0 of
-// a real tp group (threads of this process over loopback when tp > 1).
+// Every chunk of pipeline rank pp_rank as the model-parallel engine builds it, on rank 0 of a
+// real tp group or ep group (threads of this process over loopback; one of them is 1).
 Real real_rank(const Config& config, const JobPlan& plan, int pp_rank) {
   GptConfig m = gpt_config(config.model);
   m.recompute_blocks = config.train.recompute == RecomputeMode::kBlock;
-  const int tp = plan.mesh.shape.tp;
-  std::vector<Real> by_tp(static_cast<size_t>(tp));
+  const int tp = plan.mesh.shape.tp, ep = plan.mesh.shape.ep;
+  const int group = tp * ep;
+  std::vector<Real> by_tp(static_cast<size_t>(group));
   const std::string dir = std::string(BRIGADE_TEST_TMP) + "/plan-tp-" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   std::vector<std::thread> threads;
-  for (int r = 0; r < tp; ++r) {
+  for (int r = 0; r < group; ++r) {
     threads.emplace_back([&, r] {
       std::unique_ptr<Communicator> comm;
       TpContext ctx;
-      if (tp > 1) {
-        CommOptions o{.rank = r, .size = tp, .group_name = "tp"};
+      if (group > 1) {
+        CommOptions o{.rank = r, .size = group, .group_name = tp > 1 ? "tp" : "ep"};
         o.store = std::make_shared<FileStore>(dir, std::chrono::seconds(30));
         comm = create_communicator(o);
+      }
+      if (tp > 1) {
         ctx = TpContext{.comm = comm.get(), .sequence_parallel = plan.mesh.sequence_parallel};
       }
       for (int c = 0; c < plan.mesh.virtual_stages; ++c) {
@@ -77,7 +81,7 @@ Real real_rank(const Config& config, const JobPlan& plan, int pp_rank) {
                                       .end_layer = plan.mesh.stage_bounds[stage + 1],
                                       .micro_batch = config.train.micro_batch,
                                       .split_backward = !m.recompute_blocks},
-                       ctx);
+                       ctx, ep > 1 ? comm.get() : nullptr);
         by_tp[static_cast<size_t>(r)].params += chunk.num_params();
         by_tp[static_cast<size_t>(r)].saved += chunk.saved_floats();
       }
@@ -93,17 +97,21 @@ TEST(CostModel, FootprintEqualsTheEnginesChunks) {
     int64_t tp, pp, v;
     const char* schedule;
     bool recompute, sp;
+    int64_t ep = 1;  // > 1: 4 experts in every other block, split over ep
   };
   for (const Case& k :
        {Case{1, 2, 1, "1f1b", false, false}, Case{1, 4, 1, "zb-h1", false, false},
         Case{1, 2, 2, "interleaved", false, false}, Case{2, 1, 1, "1f1b", false, false},
-        Case{2, 2, 1, "1f1b", true, false}, Case{2, 2, 1, "1f1b", false, true}}) {
-    Config c = gpt(k.tp, k.pp);
+        Case{2, 2, 1, "1f1b", true, false}, Case{2, 2, 1, "1f1b", false, true},
+        Case{1, 1, 1, "1f1b", false, false, 2}, Case{1, 2, 1, "zb-h1", false, false, 2}}) {
+    Config c = testing::layout_gpt(k.tp, k.pp, k.ep);
+    c.model.vocab = 250;  // not a multiple of tp: the padded vocabulary is counted too
+    if (k.ep > 1) c.model.moe_every = 2;
     c.parallel.virtual_stages = k.v;
     c.parallel.schedule = k.schedule;
     c.parallel.sequence_parallel = k.sp;
     c.train.recompute = k.recompute ? RecomputeMode::kBlock : RecomputeMode::kNone;
-    const JobPlan plan = plan_job(c, k.tp * k.pp);
+    const JobPlan plan = plan_job(c, k.tp * k.pp * k.ep);
     for (int r = 0; r < k.pp; ++r) {
       const StageFootprint f = stage_footprint(c, plan, r);
       const Real real = real_rank(c, plan, r);
