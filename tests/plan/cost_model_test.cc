@@ -1,9 +1,8 @@
 // The cost model of `brigade plan` (plan/cost_model.h) against independent references: the
 // parameters and activation floats it counts for every pipeline rank against the real GptStage
 // chunks the model-parallel engine builds (tp shards and ep ranks' experts from real groups of
-// threads), the ZeRO
-// bytes per parameter of Rajbhandari et al. for f32 AdamW, the pipeline bubble of the 1F1B
-// closed form, and DiLoCo's bytes against DDP's.
+// threads), the ZeRO bytes per parameter of Rajbhandari et al. for f32 AdamW, the pipeline
+// bubble of the 1F1B closed form, and DiLoCo's bytes against DDP's.
 #include "brigade/plan/cost_model.h"
 
 #include <gtest/gtest.h>
