@@ -1,9 +1,26 @@
 #include "brigade/base/host.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 
 namespace brigade {
+
+double resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+double peak_resident_mib() {
+  struct rusage u {};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // KiB on Linux
+}
 
 std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");

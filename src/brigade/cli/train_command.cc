@@ -71,15 +71,14 @@ WorkerConfigFacts validate_worker_config(const std::vector<std::string>& worker_
   config.validate();
   // The layout against the number of workers about to start, and the data they will read:
   // refused here, before any process trains.
-  if (world_size > 0) check_world_size(config, world_size);
+  const JobPlan plan = world_size > 0 ? check_world_size(config, world_size) : JobPlan{};
   check_freeze(config);
   check_data_paths(config);
   resolve_vocab_from_data(config);
   if (config.sync.method == SyncKind::kFed) return {.droppable_from = 1};  // the clients
-  if (config.sync.method == SyncKind::kPs && config.ps.consistency != "bsp" && world_size > 0) {
+  if (plan.roles == JobRoles::kParameterServers && config.ps.consistency != "bsp") {
     // Workers 1.. (ranks below the servers) may leave and come back.
-    return {.droppable_from = 1,
-            .droppable_until = static_cast<int>(plan_job(config, world_size).trainers)};
+    return {.droppable_from = 1, .droppable_until = static_cast<int>(plan.trainers)};
   }
   return {};
 }

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "brigade/base/error.h"
+#include "brigade/base/host.h"
 #include "brigade/comm/comm_factory.h"
 #include "brigade/comm/file_store.h"
 #include "brigade/kernels/cpu/matmul.h"
@@ -37,13 +37,6 @@
 namespace brigade {
 
 namespace {
-
-// This process's peak resident memory so far (getrusage), in MiB: what the run summary reports.
-double peak_resident_mib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;
-}
 
 double mem_total_gib() {
   std::ifstream meminfo("/proc/meminfo");
@@ -201,22 +194,38 @@ std::vector<double> time_gemms(const std::vector<GemmShape>& shapes, int64_t thr
   return out;
 }
 
-// Least squares of seconds = call + flops / rate in relative error; false when the fit is not
-// physical (a negative call cost or rate), in which case call = 0 and rate = the best seen.
-void fit_gemm(const std::vector<GemmShape>& shapes, const std::vector<double>& seconds,
-              double* call_s, double* rate) {
-  double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0, best = 0;
-  for (size_t k = 0; k < shapes.size(); ++k) {
-    const double x1 = 1 / seconds[k], x2 = shapes[k].flops() / seconds[k];
+// A measurement of a cost that is a x1 + b x2 for unknown a, b.
+struct CostPoint {
+  double x1, x2, seconds;
+};
+
+// Least squares of seconds = a x1 + b x2 in relative error (each point weighted by 1 / seconds):
+// {a, b}, which the caller checks for being physical.
+std::pair<double, double> fit_cost(const std::vector<CostPoint>& points) {
+  double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
+  for (const CostPoint& p : points) {
+    const double x1 = p.x1 / p.seconds, x2 = p.x2 / p.seconds;
     a11 += x1 * x1;
     a12 += x1 * x2;
     a22 += x2 * x2;
     b1 += x1;
     b2 += x2;
-    best = std::max(best, shapes[k].flops() / seconds[k]);
   }
   const double det = a11 * a22 - a12 * a12;
-  const double call = (b1 * a22 - b2 * a12) / det, inv_rate = (a11 * b2 - a12 * b1) / det;
+  return {(b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det};
+}
+
+// seconds = call + flops / rate over the shapes; where the fit is not physical (a negative call
+// cost or rate), call = 0 and rate = the best seen.
+void fit_gemm(const std::vector<GemmShape>& shapes, const std::vector<double>& seconds,
+              double* call_s, double* rate) {
+  std::vector<CostPoint> points;
+  double best = 0;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    points.push_back({1.0, shapes[k].flops(), seconds[k]});
+    best = std::max(best, shapes[k].flops() / seconds[k]);
+  }
+  const auto [call, inv_rate] = fit_cost(points);
   if (call >= 0 && inv_rate > 0) {
     *call_s = call;
     *rate = 1 / inv_rate;
@@ -341,13 +350,8 @@ LinkSpec measure_all_reduce(int64_t ranks, int64_t medium_floats, double* commun
   std::string failure;
   std::mutex failure_mutex;
   std::latch connected(ranks);
-  double before = 0, after = 0;
-  {
-    std::ifstream statm("/proc/self/statm");
-    int64_t size = 0, resident = 0;
-    statm >> size >> resident;
-    before = static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
-  }
+  const double before = resident_bytes();
+  double after = 0;
   on_threads(ranks, [&](int64_t r) {
     try {
       CommOptions o;
@@ -367,12 +371,7 @@ LinkSpec measure_all_reduce(int64_t ranks, int64_t medium_floats, double* commun
       timed(kSmall, 5);  // warm-up: the pairs connect
       timed(kLarge, 1);  // and their buffers grow to the largest message
       connected.arrive_and_wait();
-      if (r == 0) {
-        std::ifstream statm("/proc/self/statm");
-        int64_t size = 0, resident = 0;
-        statm >> size >> resident;
-        after = static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
-      }
+      if (r == 0) after = resident_bytes();
       small_s[static_cast<size_t>(r)] = timed(kSmall, 50);
       medium_s[static_cast<size_t>(r)] = timed(medium, 20);
       large_s[static_cast<size_t>(r)] = timed(kLarge, 4);
@@ -403,20 +402,13 @@ LinkSpec measure_all_reduce(int64_t ranks, int64_t medium_floats, double* commun
                                         4.0 * static_cast<double>(kLarge)) /
                       (1 << 20);
   const int world = static_cast<int>(ranks);
-  double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
+  std::vector<CostPoint> points;
   for (const auto& [floats, times] :
        {std::pair{kSmall, &small_s}, std::pair{medium, &medium_s}, std::pair{kLarge, &large_s}}) {
     const Traffic t = all_reduce_f32_traffic(floats, world, 0);
-    const double s = median(*times);
-    const double x1 = static_cast<double>(t.rounds) / s, x2 = static_cast<double>(t.sent) / s;
-    a11 += x1 * x1;
-    a12 += x1 * x2;
-    a22 += x2 * x2;
-    b1 += x1;
-    b2 += x2;
+    points.push_back({static_cast<double>(t.rounds), static_cast<double>(t.sent), median(*times)});
   }
-  const double det = a11 * a22 - a12 * a12;
-  double rtt = (b1 * a22 - b2 * a12) / det, inv_bw = (a11 * b2 - a12 * b1) / det;
+  auto [rtt, inv_bw] = fit_cost(points);
   if (!(rtt > 0) || !(inv_bw > 0)) {  // a degenerate fit: the two ends alone
     const Traffic small = all_reduce_f32_traffic(kSmall, world, 0);
     const Traffic large = all_reduce_f32_traffic(kLarge, world, 0);

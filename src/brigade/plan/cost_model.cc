@@ -239,8 +239,7 @@ Prediction predict(const Config& config, const JobPlan& plan, const ClusterSpec&
   }
   out.footprint = worst;
 
-  const GptConfig gpt = gpt_config(config.model);
-  const int64_t B = config.train.micro_batch, T = gpt.seq_len, C = gpt.d_model;
+  const int64_t B = config.train.micro_batch, T = planned.seq_len, C = planned.d_model;
   const int64_t m = config.train.grad_accum;
   const int64_t replicas = static_cast<int64_t>(s.dp) * s.ep;
   const int v = plan.model_parallel ? plan.mesh.virtual_stages : 1;
@@ -289,7 +288,8 @@ Prediction predict(const Config& config, const JobPlan& plan, const ClusterSpec&
   if (config.train.recompute == RecomputeMode::kBlock) b_s += f_s + tp_fwd;
   f_s += tp_fwd;
   b_s += tp_bwd;
-  const double tp_per_mb = (tp_fwd + tp_bwd) / 2;
+  // The step's tensor-parallel all-reduces on this rank.
+  const double tp_s = static_cast<double>(m) * v * (tp_fwd + tp_bwd);
 
   // The pipeline on paper: the makespan of the schedule's actions with these costs.
   const double busy = static_cast<double>(m) * v * (f_s + b_s + w_s);
@@ -317,15 +317,14 @@ Prediction predict(const Config& config, const JobPlan& plan, const ClusterSpec&
   // its processes' busy seconds over its devices (a rank idle in the pipeline's bubble frees its
   // device for another).
   // (The tensor-parallel all-reduces wait more than they compute: their time is not counted.)
-  const double tp_wait = static_cast<double>(m) * v * 2 * tp_per_mb;
   const double node_busy =
-      (pipeline_busy / pp - tp_wait) * static_cast<double>(cluster.processes_per_node);
+      (pipeline_busy / pp - tp_s) * static_cast<double>(cluster.processes_per_node);
   const double shared =
       node_busy / static_cast<double>(cluster.devices_per_node) /
       (cluster.processes_per_node > cluster.devices_per_node ? cluster.sharing_efficiency : 1.0);
   const double stretch = std::max(1.0, shared / makespan);
   makespan *= stretch;
-  out.time.tp_comm = static_cast<double>(m) * v * 2 * tp_per_mb * stretch;
+  out.time.tp_comm = tp_s * stretch;
   out.time.compute = busy * stretch - out.time.tp_comm;
   out.time.bubble = makespan - busy * stretch;
 
@@ -360,7 +359,7 @@ Prediction predict(const Config& config, const JobPlan& plan, const ClusterSpec&
     }
     if (zero >= 1) add(gather, 1, &gathers_s);
     if (zero == 3 && !plan.model_parallel) {
-      const int64_t groups = std::max<int64_t>(1, gpt.n_layer + 2);
+      const int64_t groups = std::max<int64_t>(1, planned.n_layer + 2);
       const Traffic group = all_gather_equal_traffic(worst.params * 4 / s.dp / groups, s.dp, 0);
       add(group, 2.0 * md * static_cast<double>(groups), &gathers_s);
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <initializer_list>
 
 #include "brigade/base/error.h"
 
@@ -24,31 +25,36 @@ std::string gib(double bytes) {
   return fmt::format("{:.2f} GiB", bytes / (1 << 30));
 }
 
+using NamedPart = std::pair<const char*, double>;
+
+// The part with the largest value.
+NamedPart largest(std::initializer_list<NamedPart> parts) {
+  return *std::max_element(parts.begin(), parts.end(), [](const NamedPart& a, const NamedPart& b) {
+    return a.second < b.second;
+  });
+}
+
 // The largest memory category, for "does not fit" reasons.
 std::string largest_part(const MemoryPrediction& m) {
-  const std::pair<const char*, double> parts[] = {
-      {"weights", m.weights},         {"gradients", m.gradients}, {"optimizer state", m.optimizer},
-      {"activations", m.activations}, {"buffers", m.buffers},     {"process", m.overhead}};
-  const auto* top =
-      std::max_element(std::begin(parts), std::end(parts),
-                       [](const auto& a, const auto& b) { return a.second < b.second; });
-  return fmt::format("{} {}", top->first, gib(top->second));
+  const auto [name, bytes] = largest({{"weights", m.weights},
+                                      {"gradients", m.gradients},
+                                      {"optimizer state", m.optimizer},
+                                      {"activations", m.activations},
+                                      {"buffers", m.buffers},
+                                      {"process", m.overhead}});
+  return fmt::format("{} {}", name, gib(bytes));
 }
 
 // Why `c` is slower than `best`: the part of the step that grew the most.
 std::string slower_because(const TimePrediction& c, const TimePrediction& best) {
-  const std::pair<const char*, double> parts[] = {
-      {"compute", c.compute - best.compute},
-      {"tensor-parallel all-reduces", c.tp_comm - best.tp_comm},
-      {"pipeline bubble", c.bubble - best.bubble},
-      {"exposed dp exchange", c.dp_exposed - best.dp_exposed},
-      {"optimizer", c.optimizer - best.optimizer}};
-  const auto* top =
-      std::max_element(std::begin(parts), std::end(parts),
-                       [](const auto& a, const auto& b) { return a.second < b.second; });
   if (c.step < best.step * 1.005) return "as fast as the best, with more memory";
-  return fmt::format("{:+.0f}% step time: {} {:+.1f} ms", 100 * (c.step / best.step - 1),
-                     top->first, 1e3 * top->second);
+  const auto [name, seconds] = largest({{"compute", c.compute - best.compute},
+                                        {"tensor-parallel all-reduces", c.tp_comm - best.tp_comm},
+                                        {"pipeline bubble", c.bubble - best.bubble},
+                                        {"exposed dp exchange", c.dp_exposed - best.dp_exposed},
+                                        {"optimizer", c.optimizer - best.optimizer}});
+  return fmt::format("{:+.0f}% step time: {} {:+.1f} ms", 100 * (c.step / best.step - 1), name,
+                     1e3 * seconds);
 }
 
 // The first line of an error, shortened: refusals are counted by it.

@@ -52,11 +52,12 @@ void check_resume_fits(const Config& config, int64_t replicas) {
 
 }  // namespace
 
-void check_world_size(const Config& config, int64_t world_size) {
-  const JobPlan plan = plan_job(config, world_size);
-  if (plan.roles != JobRoles::kReplicas) return;
+JobPlan check_world_size(const Config& config, int64_t world_size) {
+  JobPlan plan = plan_job(config, world_size);
+  if (plan.roles != JobRoles::kReplicas) return plan;
   check_outer_quorum(config.sync, plan.sync_replicas);
   check_resume_fits(config, plan.sync_replicas);
+  return plan;
 }
 
 void check_outer_quorum(const SyncConfig& s, int64_t replicas) {

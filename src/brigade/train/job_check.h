@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "brigade/runtime/config.h"
+#include "brigade/train/job_plan.h"
 
 namespace brigade {
 
@@ -13,8 +14,8 @@ namespace brigade {
 // federation without a coordinator and fed.min_clients clients, a parallel.dp that is not the
 // world size), a DiLoCo quorum too small for its aggregator, a resume
 // (run.resume = "auto") of a low-communication method's checkpoint under another method or
-// number of replicas.
-void check_world_size(const Config& config, int64_t world_size);
+// number of replicas. Returns the plan it checked.
+JobPlan check_world_size(const Config& config, int64_t world_size);
 
 // DiLoCo's quorum mode with Krum or Multi-Krum: every outer step must combine more than
 // 2 sync.outer_byzantine + 2 replicas, and sync.quorum of `replicas` must guarantee it.

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <chrono>
 #include <cmath>
@@ -14,6 +13,7 @@
 
 #include "brigade/base/error.h"
 #include "brigade/base/file_io.h"
+#include "brigade/base/host.h"
 #include "brigade/base/stop_after.h"
 #include "brigade/base/trace.h"
 #include "brigade/ckpt/json_exchange.h"
@@ -36,13 +36,6 @@
 namespace brigade {
 
 namespace {
-
-// This process's peak resident memory (getrusage's ru_maxrss, KiB on Linux), in MiB.
-double peak_rss_mib() {
-  struct rusage u {};
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;
-}
 
 // The final checkpoint is retried this many times, after 1x, 2x, ... this wait.
 constexpr int kFinalSaveRetries = 1;
@@ -489,7 +482,7 @@ void TrainingLoop::write_trace() {
 
 // Collective over the world: every rank's peak resident memory, in MiB (world order).
 std::vector<double> TrainingLoop::peak_rss_mib_per_rank() {
-  const double mine = peak_rss_mib();
+  const double mine = peak_resident_mib();
   std::vector<double> all(static_cast<size_t>(ctx_.group.size()), mine);
   if (ctx_.group.world) {
     ctx_.group.world->all_gather_bytes(reinterpret_cast<const uint8_t*>(&mine),
@@ -618,7 +611,7 @@ int TrainingLoop::run() {
     times.add_to(rec, step_s);
     rec["mfu"] = flops_per_step_ / ctx_.group.size() / step_s / peak_flops_;
     add_energy(rec, step_tokens, times.compute_s);
-    rec["peak_rss_mib"] = peak_rss_mib();
+    rec["peak_rss_mib"] = peak_resident_mib();
     record("train", rec);
     const double avg_s =
         run_watch.seconds() / static_cast<double>(std::max<int64_t>(1, done - start_step_));
